@@ -1,0 +1,456 @@
+"""The file backend contract (F1) and the helpers every backend shares.
+
+Paths are *virtual*: absolute, POSIX-style, starting with ``/``. A backend returns its value on
+success and raises one of three kinds of error, which callers must tell apart (F2, I5, S6):
+
+- ``BackendRefusal``: the backend will not do it (read-only, path outside the root, no mount).
+- ``FileNotFound``: the file is simply not there (instruction files and skills skip it).
+- ``BackendIOError``: a real failure (OS error, undecodable text, database error).
+"""
+
+from __future__ import annotations
+
+import abc
+import re
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from functools import lru_cache
+
+from workbench.errors import WorkbenchError
+
+__all__ = [
+    "BackendIOError",
+    "BackendRefusal",
+    "EditMismatch",
+    "FileBackend",
+    "FileInfo",
+    "FileNotFound",
+    "GrepMatch",
+    "PathError",
+    "ancestors",
+    "apply_edit",
+    "compile_grep",
+    "glob_files",
+    "glob_regex",
+    "grep_filter",
+    "grep_text",
+    "is_under",
+    "join",
+    "looks_binary",
+    "normalize",
+    "relative",
+    "require_text",
+    "split_glob",
+    "strip_glob_prefix",
+    "tree_children",
+]
+
+
+# --------------------------------------------------------------------------------------------- errors
+
+
+class PathError(WorkbenchError):
+    """Common base of the backend errors: each names the virtual path it is about.
+
+    Catch the subclasses, not this: a refusal and an I/O failure must be handled differently.
+    """
+
+    def __init__(self, path: str, detail: str = "") -> None:
+        super().__init__(path, detail)
+        self.path = path
+        self.detail = detail
+
+    def with_path(self, path: str) -> PathError:
+        """The same error about another path (a composite re-prefixes its mounts' errors)."""
+        return type(self)(path, self.detail)
+
+
+class BackendRefusal(PathError):
+    """The backend refuses the operation: read-only, path leaves the root, no mount for the path."""
+
+    @property
+    def reason(self) -> str:
+        return self.detail
+
+    def __str__(self) -> str:
+        return f"Refused: {self.path}: {self.detail}"
+
+
+class BackendIOError(PathError):
+    """A real failure underneath: OS error, undecodable text, database error."""
+
+    def __str__(self) -> str:
+        return f"I/O error on {self.path}: {self.detail}"
+
+
+class FileNotFound(PathError):
+    """The file does not exist (callers may skip it rather than fail)."""
+
+    def __init__(self, path: str, detail: str = "") -> None:
+        super().__init__(path, detail)
+
+    def __str__(self) -> str:
+        return f"File not found: {self.path}"
+
+
+class EditMismatch(PathError):
+    """``edit`` could not apply: the old text is missing, or ambiguous without ``replace_all``."""
+
+    @property
+    def message(self) -> str:
+        return self.detail
+
+    def __str__(self) -> str:
+        return f"Cannot edit {self.path}: {self.detail}"
+
+
+# ---------------------------------------------------------------------------------------- values
+
+
+@dataclass(frozen=True)
+class FileInfo:
+    """One file or directory. ``size`` is in bytes of UTF-8 (0 for directories)."""
+
+    path: str
+    is_dir: bool
+    size: int
+    modified: float
+
+
+@dataclass(frozen=True)
+class GrepMatch:
+    """One matching line: ``line`` is 1-based, ``text`` has no line ending."""
+
+    path: str
+    line: int
+    text: str
+
+
+# ------------------------------------------------------------------------------------------ paths
+
+
+def normalize(path: str) -> str:
+    """The canonical form of a virtual path: ``/a/b``, no ``.``, ``..``, ``//`` or trailing ``/``.
+
+    ``..`` is resolved lexically; one that would climb above ``/`` is a refusal, as is a relative
+    path or one with a NUL character.
+    """
+    if not isinstance(path, str) or not path.startswith("/"):
+        raise BackendRefusal(str(path), "not an absolute virtual path (it must start with '/')")
+    if "\x00" in path:
+        raise BackendRefusal(path.replace("\x00", "\\0"), "path contains a NUL character")
+    parts: list[str] = []
+    for part in path.split("/"):
+        if part in ("", "."):
+            continue
+        if part == "..":
+            if not parts:
+                raise BackendRefusal(path, "path leaves the root")
+            parts.pop()
+        else:
+            parts.append(part)
+    return "/" + "/".join(parts)
+
+
+def join(base: str, rel: str) -> str:
+    """``base`` (normalized) joined with a relative ``rel`` (may be empty)."""
+    if not rel:
+        return base
+    return base.rstrip("/") + "/" + rel
+
+
+def is_under(path: str, prefix: str) -> bool:
+    """True if normalized ``path`` is ``prefix`` or inside it."""
+    return prefix == "/" or path == prefix or path.startswith(prefix + "/")
+
+
+def relative(path: str, base: str) -> str:
+    """``path`` relative to ``base`` (``path`` must be under it); ``""`` when equal."""
+    if path == base:
+        return ""
+    return path[1:] if base == "/" else path[len(base) + 1 :]
+
+
+# ------------------------------------------------------------------------------------------ globs
+
+_MAGIC = re.compile(r"[*?\[{]")
+
+
+def _segment_regex(seg: str) -> str:
+    """Regex for one path segment: ``*``, ``?``, ``[abc]``/``[!abc]`` and ``{a,b}``; never crosses '/'."""
+    out: list[str] = []
+    i, n = 0, len(seg)
+    while i < n:
+        c = seg[i]
+        if c == "*":
+            while i + 1 < n and seg[i + 1] == "*":
+                i += 1
+            out.append("[^/]*")
+        elif c == "?":
+            out.append("[^/]")
+        elif c == "[":
+            j = i + 1
+            if j < n and seg[j] in "!^":
+                j += 1
+            if j < n and seg[j] == "]":
+                j += 1
+            while j < n and seg[j] != "]":
+                j += 1
+            if j >= n:
+                out.append(re.escape(c))
+            else:
+                body = seg[i + 1 : j]
+                neg = body[:1] in ("!", "^")
+                if neg:
+                    body = body[1:]
+                body = body.replace("\\", "\\\\")
+                out.append(("[^/" if neg else "[") + body + "]")
+                i = j
+        elif c == "{":
+            j = seg.find("}", i)
+            if j < 0:
+                out.append(re.escape(c))
+            else:
+                alts = seg[i + 1 : j].split(",")
+                out.append("(?:" + "|".join(_segment_regex(a) for a in alts) + ")")
+                i = j
+        else:
+            out.append(re.escape(c))
+        i += 1
+    return "".join(out)
+
+
+def _segments(pattern: str) -> list[str]:
+    return [s for s in pattern.split("/") if s not in ("", ".")]
+
+
+@lru_cache(maxsize=256)
+def glob_regex(pattern: str) -> re.Pattern[str]:
+    """Compile a relative glob to a regex matched (fullmatch) against relative file paths.
+
+    ``**`` as a whole segment spans any number of directories (zero included); ``*`` and ``?``
+    stay inside one segment and match dot-files too.
+    """
+    segs = _segments(pattern)
+    out: list[str] = []
+    for i, seg in enumerate(segs):
+        last = i == len(segs) - 1
+        if seg == "**":
+            out.append(".*" if last else "(?:[^/]+/)*")
+        else:
+            out.append(_segment_regex(seg) + ("" if last else "/"))
+    return re.compile("".join(out), re.DOTALL)
+
+
+def split_glob(pattern: str, path: str = "/") -> tuple[str, str]:
+    """Split a glob into a normalized base directory and a relative pattern without literal head.
+
+    A relative pattern is taken from ``path``; an absolute one (``/src/**/*.py``) ignores it.
+    Literal leading segments move into the base, so ``src/*.py`` from ``/`` walks only ``/src``.
+    """
+    if pattern.startswith("/"):
+        base_parts: list[str] = ["/"]
+    else:
+        base_parts = [normalize(path)]
+    segs = pattern.split("/")
+    i = 0
+    while i < len(segs) and not _MAGIC.search(segs[i]):
+        base_parts.append(segs[i])
+        i += 1
+    base = normalize("/".join(base_parts))
+    rel = "/".join(_segments("/".join(segs[i:])))
+    return base, rel
+
+
+def strip_glob_prefix(pattern: str, prefix: str) -> list[str]:
+    """The relative patterns that match what lies under ``prefix`` (a relative dir path).
+
+    Used to hand a glob over ``/`` down to a mount at ``/project``: ``**/*.py`` stripped of
+    ``project`` gives ``**/*.py`` and ``*.py``; ``docs/*`` stripped of ``project`` gives nothing.
+    An empty pattern in the result means the prefix itself matched.
+    """
+    pat = _segments(pattern)
+    pre = _segments(prefix)
+    found: set[tuple[str, ...]] = set()
+    seen: set[tuple[int, int]] = set()
+
+    def walk(i: int, j: int) -> None:
+        if (i, j) in seen:
+            return
+        seen.add((i, j))
+        if j == len(pre):
+            found.add(tuple(pat[i:]))
+            return
+        if i == len(pat):
+            return
+        if pat[i] == "**":
+            walk(i + 1, j)
+            walk(i, j + 1)
+        elif re.fullmatch(_segment_regex(pat[i]), pre[j], re.DOTALL):
+            walk(i + 1, j + 1)
+
+    walk(0, 0)
+    # "**/x" already covers "x": keep only the wider one.
+    kept = {p for p in found if ("**", *p) not in found}
+    return sorted("/".join(p) for p in kept)
+
+
+def glob_files(paths: Iterable[str], pattern: str, path: str = "/") -> list[str]:
+    """Filter normalized file paths by a glob taken from ``path``; sorted, for in-memory backends."""
+    paths = list(paths)
+    base, rel = split_glob(pattern, path)
+    if not rel:
+        return [base] if base in paths else []
+    rx = glob_regex(rel)
+    return sorted(p for p in paths if p != base and is_under(p, base) and rx.fullmatch(relative(p, base)))
+
+
+# ------------------------------------------------------------------------------------------- grep
+
+
+def compile_grep(pattern: str) -> re.Pattern[str]:
+    """Compile a grep regex; an invalid one is a ValueError saying so."""
+    try:
+        return re.compile(pattern)
+    except re.error as exc:
+        raise ValueError(f"Invalid regular expression {pattern!r}: {exc}") from None
+
+
+def grep_filter(glob: str | None) -> Callable[[str], bool]:
+    """A predicate on a file's path relative to the grep root.
+
+    ``None`` keeps everything; a glob without ``/`` (``*.py``) matches the file name at any depth;
+    one with ``/`` (``src/**/*.py``) matches the whole relative path.
+    """
+    if not glob:
+        return lambda rel: True
+    rx = glob_regex(glob)
+    if "/" in glob.strip("/"):
+        return lambda rel: rx.fullmatch(rel) is not None
+    return lambda rel: rx.fullmatch(rel.rsplit("/", 1)[-1]) is not None
+
+
+def grep_text(path: str, text: str, rx: re.Pattern[str]) -> list[GrepMatch]:
+    """Every line of ``text`` that ``rx`` matches (``re.search``); lines split on ``\\n`` only."""
+    lines = text.split("\n")
+    if lines and lines[-1] == "":
+        lines.pop()
+    out: list[GrepMatch] = []
+    for no, line in enumerate(lines, 1):
+        if line.endswith("\r"):
+            line = line[:-1]
+        if rx.search(line):
+            out.append(GrepMatch(path, no, line))
+    return out
+
+
+def looks_binary(text: str) -> bool:
+    """True for content grep should skip (a NUL in the first 8 KiB)."""
+    return "\x00" in text[:8192]
+
+
+# ------------------------------------------------------------------------------------------- edit
+
+
+def apply_edit(path: str, text: str, old: str, new: str, replace_all: bool) -> tuple[str, int]:
+    """Replace ``old`` by ``new`` in ``text``: the new text and the count, or EditMismatch."""
+    if old == "":
+        raise EditMismatch(path, "the text to replace is empty; give the exact text to change")
+    count = text.count(old)
+    if count == 0:
+        raise EditMismatch(path, "the text to replace was not found (it must match exactly, whitespace included)")
+    if count > 1 and not replace_all:
+        raise EditMismatch(
+            path,
+            f"the text to replace matched {count} times; give more surrounding context to make it "
+            "unique, or set replace_all to replace every occurrence",
+        )
+    return text.replace(old, new), count
+
+
+def require_text(content: object) -> None:
+    """TypeError unless ``content`` is a str (a backend stores text, not bytes or objects)."""
+    if not isinstance(content, str):
+        raise TypeError(f"file content must be str, not {type(content).__name__}")
+
+
+def tree_children(base: str, files: Iterable[tuple[str, int, float]]) -> list[FileInfo] | None:
+    """Direct children of ``base`` among flat ``(path, size, modified)`` files, dirs implied by prefixes.
+
+    None when nothing lies under ``base`` (it is not a directory).
+    """
+    kids: dict[str, FileInfo] = {}
+    any_under = False
+    for p, size, modified in files:
+        if p == base or not is_under(p, base):
+            continue
+        any_under = True
+        rest = relative(p, base)
+        name, sep, _ = rest.partition("/")
+        child = join(base, name)
+        if sep:
+            prev = kids.get(child)
+            m = max(modified, prev.modified) if prev else modified
+            kids[child] = FileInfo(child, True, 0, m)
+        else:
+            kids[child] = FileInfo(child, False, size, modified)
+    if not any_under and base != "/":
+        return None
+    return [kids[k] for k in sorted(kids, key=lambda k: k.rsplit("/", 1)[-1])]
+
+
+def ancestors(path: str) -> list[str]:
+    """The proper ancestor directories of ``path`` except ``/``: ``/a/b/c`` → ``/a``, ``/a/b``."""
+    parts = path.strip("/").split("/")
+    return ["/" + "/".join(parts[:i]) for i in range(1, len(parts))]
+
+
+# ---------------------------------------------------------------------------------------- backend
+
+
+class FileBackend(abc.ABC):
+    """Files over virtual paths (F1). Success returns a value; refusals and failures raise (F2)."""
+
+    @property
+    def readonly(self) -> bool:
+        """True when every write will be refused."""
+        return False
+
+    @abc.abstractmethod
+    async def read(self, path: str) -> str:
+        """The file's text. FileNotFound if missing; BackendIOError for a directory or bad bytes."""
+
+    @abc.abstractmethod
+    async def write(self, path: str, content: str) -> None:
+        """Create or replace the file, creating parent directories."""
+
+    @abc.abstractmethod
+    async def edit(self, path: str, old: str, new: str, replace_all: bool = False) -> int:
+        """Replace exact text ``old`` by ``new``; the number replaced, or EditMismatch."""
+
+    @abc.abstractmethod
+    async def list(self, path: str) -> list[FileInfo]:
+        """Direct children of a directory, sorted by name (a file lists as itself)."""
+
+    @abc.abstractmethod
+    async def glob(self, pattern: str, path: str = "/") -> list[str]:
+        """Sorted virtual paths of files matching ``pattern`` (``**``, ``*``, ``?``) under ``path``."""
+
+    @abc.abstractmethod
+    async def grep(self, pattern: str, path: str = "/", glob: str | None = None) -> list[GrepMatch]:
+        """Lines matching regex ``pattern`` in files under ``path`` (or the file), filtered by ``glob``.
+
+        Sorted by path then line; binary files are skipped; an invalid regex is a ValueError.
+        """
+
+    @abc.abstractmethod
+    async def stat(self, path: str) -> FileInfo:
+        """Info on a file or directory; FileNotFound if missing."""
+
+    async def exists(self, path: str) -> bool:
+        """True if a file or directory is there (a refused path still raises)."""
+        try:
+            await self.stat(path)
+        except FileNotFound:
+            return False
+        return True

@@ -1,0 +1,678 @@
+"""The agent and its run loop (R1–R6, M1–M10).
+
+``Agent`` is the built, checked stack: model, instructions, middleware, tools. ``Engine`` runs it on
+threads kept in a ``Store``: ``run`` a user turn, ``resume`` a suspended run with decisions, ``recover``
+a step that failed or was in flight at a crash, ``stop`` a run in flight.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextvars
+import json
+import logging
+import time
+import uuid
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from workbench.engine.events import Event
+from workbench.engine.messages import Message, ModelDelta, ModelRequest, ModelResponse, ToolCall
+from workbench.engine.middleware import (
+    AgentMiddleware,
+    Block,
+    HookContext,
+    Question,
+    RunResult,
+    Section,
+    Suspend,
+    ToolContext,
+    overrides,
+)
+from workbench.engine.models.base import Model
+from workbench.engine.store import RunRecord, Store
+from workbench.engine.tools import Fatal, NeedsApproval, Tool, ToolOutcome, short_json, validate_call
+from workbench.engine.usage import Usage
+from workbench.errors import BuildError, ModelError, RunError, WorkbenchError
+
+log = logging.getLogger(__name__)
+
+MESSAGES = "messages"
+CURRENT_RUN: contextvars.ContextVar[_Runtime | None] = contextvars.ContextVar("workbench_current_run", default=None)
+
+EventListener = Callable[[Event], None]
+
+
+@dataclass
+class Agent:
+    """A checked middleware stack around a model. Building refuses a broken stack (M7, M10, M3)."""
+
+    model: Model
+    instructions: str = ""
+    middleware: Sequence[AgentMiddleware] = ()
+    tools: Sequence[Tool] = ()
+    backend: Any = None
+    max_prompt_section_tokens: int = 24000
+    max_steps: int = 200
+    model_settings: dict[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        self.middleware = tuple(self.middleware)
+        self._check_placement()
+        self.tool_map: dict[str, Tool] = {}
+        owners: dict[str, str] = {}
+        for tool in self.tools:
+            self._add_tool(tool, "the agent", owners)
+        for mw in self.middleware:
+            for tool in mw.tools():
+                self._add_tool(tool if tool.owner is mw else _owned(tool, mw), mw.name, owners)
+        self.state_defaults: dict[str, Any] = {MESSAGES: []}
+        writers: dict[str, str] = {}
+        for mw in self.middleware:
+            for key in mw.writes:
+                if key == MESSAGES:
+                    raise BuildError(f"{mw.name} declares `writes` on '{MESSAGES}', which only the engine writes")
+                if key in writers:
+                    raise BuildError(f"state key '{key}' is written by both {writers[key]} and {mw.name}")
+                writers[key] = mw.name
+            for key, value in mw.state_defaults.items():
+                self.state_defaults.setdefault(key, value)
+        self._model_wrappers = [m for m in self.middleware if overrides(m, "wrap_model_call")]
+        self._tool_wrappers = [m for m in self.middleware if overrides(m, "wrap_tool_call")]
+
+    def _add_tool(self, tool: Tool, source: str, owners: dict[str, str]) -> None:
+        if tool.name in self.tool_map:
+            raise BuildError(f"tool name '{tool.name}' is offered by both {owners[tool.name]} and {source} (M10)")
+        self.tool_map[tool.name] = tool
+        owners[tool.name] = source
+
+    def _check_placement(self) -> None:
+        for i, mw in enumerate(self.middleware):
+            for other_type in mw.runs_outside:
+                for j, other in enumerate(self.middleware):
+                    if isinstance(other, other_type) and j < i:
+                        raise BuildError(
+                            f"{mw.name} must run outside {other.name}, but the stack has {other.name} first: "
+                            f"register {mw.name} before {other.name} (M7)"
+                        )
+
+
+def _owned(tool: Tool, mw: AgentMiddleware) -> Tool:
+    from dataclasses import replace
+
+    return replace(tool, owner=mw)
+
+
+class _Runtime:
+    """One run in flight: ids, the working state, usage, questions and answers."""
+
+    def __init__(self, engine: Engine, thread_id: str, run_id: str, state: dict[str, Any], step: int, input: str) -> None:
+        self.engine = engine
+        self.agent = engine.agent
+        self.thread_id = thread_id
+        self.run_id = run_id
+        self.state = state
+        self.step = step
+        self.input = input
+        self.started = time.time()
+        self.answers: dict[str, dict[str, Any]] = {}
+        self.calls: list[tuple[str, Usage]] = []  # model calls of the step in flight, not yet committed
+        self.run_usage = Usage()
+        self.thread_usage = Usage()
+        self.partial = ""
+        self.stop_requested = False
+        self.model_task: asyncio.Task[Any] | None = None
+        self.turn_snapshot: dict[str, Any] = {}
+
+    @property
+    def backend(self) -> Any:
+        return self.agent.backend
+
+    def state_view(self) -> Mapping[str, Any]:
+        return self.state
+
+    def usage_view(self) -> dict[str, Usage]:
+        pending = sum((u for _, u in self.calls), Usage())
+        return {"run": self.run_usage + pending, "thread": self.thread_usage + pending}
+
+    def write_state(self, key: str, value: Any) -> None:
+        self.state[key] = value
+
+    def emit(self, type: str, **data: Any) -> Event:
+        return self.engine._emit(Event(type, self.thread_id, self.run_id, self.step, data))
+
+    def ask(self, kind: str, payload: dict[str, Any], key: str) -> Any:
+        if key in self.answers:
+            return self.answers[key]
+        raise Suspend(Question(id=key, kind=kind, payload=payload))
+
+    def messages(self) -> list[Message]:
+        return [Message.from_dict(m) for m in self.state[MESSAGES]]
+
+    def append(self, message: Message) -> None:
+        self.state[MESSAGES] = [*self.state[MESSAGES], message.to_dict()]
+
+
+class Engine:
+    """Runs an ``Agent`` on threads kept in a ``Store``; publishes events to listeners."""
+
+    def __init__(self, agent: Agent, store: Store) -> None:
+        self.agent = agent
+        self.store = store
+        self._listeners: list[EventListener] = []
+        self._active: dict[str, _Runtime] = {}
+        self._token_cache: dict[str, int] = {}
+
+    # -- events ------------------------------------------------------------------------------------
+    def subscribe(self, listener: EventListener) -> Callable[[], None]:
+        self._listeners.append(listener)
+        return lambda: self._listeners.remove(listener) if listener in self._listeners else None
+
+    def _emit(self, event: Event) -> Event:
+        if event.durable:
+            event = self.store.append_event(event)
+        for listener in list(self._listeners):
+            try:
+                listener(event)
+            except Exception:  # a broken listener must not break the run
+                log.exception("event listener failed on %s", event.type)
+        return event
+
+    # -- public entry points -------------------------------------------------------------------------
+    def is_running(self, thread_id: str) -> bool:
+        return thread_id in self._active
+
+    async def run(self, thread_id: str, input: str) -> RunResult:
+        """One user turn on a thread (created when missing)."""
+        if self.store.thread(thread_id) is None:
+            self.store.create_thread(title=_title(input), thread_id=thread_id)
+        cp = self.store.latest_checkpoint(thread_id)
+        if cp is not None and cp.status == "interrupted":
+            raise RunError(
+                f"thread {thread_id} has a run waiting for decisions ({len(cp.pending.get('questions', []))} pending):"
+                " resume it first"
+            )
+        self._check_idle(thread_id)
+        state = self._initial_state(cp.state if cp else None)
+        rt = _Runtime(self, thread_id, uuid.uuid4().hex[:12], state, 0, input)
+        rt.thread_usage = self.store.thread_usage(thread_id)
+        info = self.store.thread(thread_id)
+        if info is not None and not info.title:
+            self.store.rename_thread(thread_id, _title(input))
+        return await self._guard(rt, self._start(rt))
+
+    async def resume(self, thread_id: str, decisions: Mapping[str, Any]) -> RunResult:
+        """Continue a run suspended by an interrupt (R2, R3) with a decision for every pending question."""
+        cp = self.store.latest_checkpoint(thread_id)
+        if cp is None or cp.status != "interrupted":
+            raise RunError(f"thread {thread_id} has no run waiting for decisions")
+        self._check_idle(thread_id)
+        questions = [Question.from_dict(q) for q in cp.pending.get("questions", [])]
+        normalized = {k: _decision(v) for k, v in decisions.items()}
+        unknown = set(normalized) - {q.id for q in questions}
+        if unknown:
+            raise RunError(f"no pending question with id {', '.join(sorted(unknown))} on thread {thread_id}")
+        missing = [q.id for q in questions if q.id not in normalized]
+        if missing:
+            raise RunError(f"a decision is needed for every pending question; missing: {', '.join(missing)}")
+        record = self.store.run(cp.run_id)
+        rt = _Runtime(self, thread_id, cp.run_id, self._initial_state(cp.state), cp.step, record.input if record else "")
+        rt.started = record.started if record else time.time()
+        rt.run_usage = sum((u for _, u in self.store.usage_calls(thread_id, cp.run_id)), Usage())
+        rt.thread_usage = self.store.thread_usage(thread_id)
+        rt.turn_snapshot = dict(cp.pending.get("turn_snapshot", {}))
+        rt.answers = normalized
+        for q in questions:
+            rt.emit("interrupt_answered", id=q.id, kind=q.kind, decision=normalized[q.id]["decision"])
+            for mw in self.agent.middleware:
+                await mw.on_decision(q, normalized[q.id], HookContext(rt, mw))
+        return await self._guard(rt, self._continue(rt, cp.pending, questions))
+
+    async def recover(self, thread_id: str) -> RunResult:
+        """Re-run the step that failed, or was in flight at a crash, from the last checkpoint (R2)."""
+        cp = self.store.latest_checkpoint(thread_id)
+        if cp is None:
+            raise RunError(f"thread {thread_id} has nothing to recover")
+        record = self.store.run(cp.run_id)
+        if cp.status not in ("running", "failed") or (record is not None and record.status == "done"):
+            raise RunError(f"thread {thread_id}'s last run ended {record.status if record else cp.status}; nothing to recover")
+        self._check_idle(thread_id)
+        rt = _Runtime(self, thread_id, cp.run_id, self._initial_state(cp.state), cp.step, record.input if record else "")
+        rt.started = record.started if record else time.time()
+        rt.run_usage = sum((u for _, u in self.store.usage_calls(thread_id, cp.run_id)), Usage())
+        rt.thread_usage = self.store.thread_usage(thread_id)
+        rt.turn_snapshot = dict(cp.pending.get("turn_snapshot", {}))
+        return await self._guard(rt, self._steps(rt))
+
+    def stop(self, thread_id: str) -> bool:
+        """Stop the run in flight on a thread: it ends ``aborted`` with its partial answer kept (R6)."""
+        rt = self._active.get(thread_id)
+        if rt is None:
+            return False
+        rt.stop_requested = True
+        if rt.model_task is not None and not rt.model_task.done():
+            rt.model_task.cancel()
+        return True
+
+    # -- the loop ----------------------------------------------------------------------------------------
+    def _check_idle(self, thread_id: str) -> None:
+        if thread_id in self._active:
+            raise RunError(f"thread {thread_id} already has a run in flight")
+
+    def _initial_state(self, stored: Mapping[str, Any] | None) -> dict[str, Any]:
+        state = {k: _copy(v) for k, v in self.agent.state_defaults.items()}
+        if stored:
+            state.update(stored)
+        return state
+
+    async def _guard(self, rt: _Runtime, body: Any) -> RunResult:
+        """Run a loop body; every way it can end becomes a RunResult, and the thread stays usable."""
+        self._active[rt.thread_id] = rt
+        token = CURRENT_RUN.set(rt)
+        try:
+            return await body
+        except asyncio.CancelledError:
+            return await self._finish(rt, "aborted", answer=rt.partial, error="the run was cancelled")
+        except Exception as e:
+            if getattr(e, "abort_status", None) == "aborted":
+                # A hook ended the run on purpose (a budget reached, B2): aborted, partial answer kept.
+                return await self._finish(rt, "aborted", answer=rt.partial or _last_answer(rt), error=str(e))
+            if not isinstance(e, (WorkbenchError, Fatal)):  # a bug in a middleware or tool
+                log.exception("run %s failed", rt.run_id)
+                return await self._fail(rt, f"{type(e).__name__}: {e}")
+            return await self._fail(rt, str(e))
+        finally:
+            CURRENT_RUN.reset(token)
+            self._active.pop(rt.thread_id, None)
+
+    async def _start(self, rt: _Runtime) -> RunResult:
+        rt.emit("run_started", input_chars=len(rt.input))
+        self.store.save_run(RunRecord(rt.run_id, rt.thread_id, "running", rt.input, "", None, Usage(), rt.started, None))
+        rt.turn_snapshot = {k: _copy(rt.state.get(k)) for mw in self.agent.middleware for k in mw.restore_on_block}
+        text = rt.input
+        for mw in self.agent.middleware:
+            if overrides(mw, "before_agent"):
+                out = await mw.before_agent(text, HookContext(rt, mw))
+                if isinstance(out, Block):
+                    return await self._finish(rt, "failed", error=f"{mw.name} blocked the input: {out.reason}")
+                if isinstance(out, str):
+                    text = out
+        rt.append(Message.user(text, run=rt.run_id))
+        self._checkpoint(rt, "running")
+        return await self._steps(rt)
+
+    async def _continue(self, rt: _Runtime, pending: Mapping[str, Any], questions: list[Question]) -> RunResult:
+        if pending.get("phase") == "model":
+            rt.step -= 1  # the suspended step re-runs from its model call, now with the answers in
+            return await self._steps(rt)
+        # phase "tools": the assistant message is committed; run the calls that have no result yet.
+        last = rt.messages()[-1]
+        completed = {cid: ToolOutcome(o["status"], o["content"]) for cid, o in pending.get("completed", {}).items()}
+        by_call = {q.call_id: q for q in questions if q.call_id}
+        done = await self._run_tools(rt, last.tool_calls, completed, by_call)
+        if done is not None:
+            return done
+        self._checkpoint(rt, "running")
+        return await self._steps(rt)
+
+    async def _steps(self, rt: _Runtime) -> RunResult:
+        while True:
+            if rt.stop_requested:
+                return await self._finish(rt, "aborted", error="stopped by the user")
+            if rt.step >= self.agent.max_steps:
+                return await self._fail(rt, f"the run reached the step limit ({self.agent.max_steps} steps)")
+            rt.step += 1
+            rt.partial = ""
+            rt.emit("step_started")
+            try:
+                response = await self._model_step(rt)
+            except Suspend as s:
+                return await self._suspend(rt, {"phase": "model", "questions": [s.question.to_dict()]})
+            except asyncio.CancelledError:
+                if not rt.stop_requested:
+                    raise
+                if rt.partial:
+                    rt.append(Message.assistant(rt.partial, partial=True, run=rt.run_id))
+                return await self._finish(rt, "aborted", error="stopped by the user")
+            except ModelError as e:
+                return await self._fail(rt, str(e))
+            message = response.message
+            rt.append(Message(role="assistant", content=message.content, tool_calls=message.tool_calls,
+                              meta={"run": rt.run_id, "model": response.model}))
+            if rt.stop_requested:
+                return await self._finish(rt, "aborted", error="stopped by the user")
+            if not message.tool_calls:
+                return await self._complete(rt, message.content)
+            done = await self._run_tools(rt, message.tool_calls, {}, {})
+            if done is not None:
+                return done
+            self._checkpoint(rt, "running")
+
+    async def _complete(self, rt: _Runtime, answer: str) -> RunResult:
+        for mw in reversed(self.agent.middleware):
+            if overrides(mw, "after_agent"):
+                out = await mw.after_agent(answer, HookContext(rt, mw))
+                if isinstance(out, Block):
+                    for key, value in rt.turn_snapshot.items():  # M9/T7: restore keys that ask for it
+                        rt.state[key] = value
+                    return await self._finish(rt, "failed", answer="", keep_state=True,
+                                              error=f"{mw.name} blocked the output: {out.reason}")
+        return await self._finish(rt, "done", answer=answer)
+
+    # -- one model call ----------------------------------------------------------------------------------
+    async def _system_prompt(self, rt: _Runtime) -> str:
+        cacheable: list[Section] = []
+        others: list[Section] = []
+        for mw in self.agent.middleware:
+            if overrides(mw, "sections"):
+                for s in await mw.sections(HookContext(rt, mw)):
+                    (cacheable if s.cacheable else others).append(s)
+        sections = cacheable + others
+        limit = self.agent.max_prompt_section_tokens
+        sizes = [(s.name, self._tokens(s.text)) for s in sections]
+        total = sum(n for _, n in sizes)
+        if total > limit:
+            biggest = ", ".join(f"{n} ({t} tokens)" for n, t in sorted(sizes, key=lambda x: -x[1])[:5])
+            raise RunError(
+                f"the prompt sections take {total} tokens, over max_prompt_section_tokens={limit}: {biggest}"
+            )
+        parts = [self.agent.instructions] if self.agent.instructions else []
+        parts.extend(s.text for s in sections if s.text)
+        return "\n\n".join(parts)
+
+    def _tokens(self, text: str) -> int:
+        n = self._token_cache.get(text)
+        if n is None:
+            from workbench.engine.tokens import estimate_tokens
+
+            n = estimate_tokens(text)
+            if len(self._token_cache) > 256:
+                self._token_cache.clear()
+            self._token_cache[text] = n
+        return n
+
+    async def _model_step(self, rt: _Runtime) -> ModelResponse:
+        system = await self._system_prompt(rt)
+        tools = tuple(t.spec for t in self.agent.tool_map.values())
+        request = ModelRequest(system=system, messages=tuple(rt.messages()), tools=tools,
+                               settings=dict(self.agent.model_settings))
+        chain = self._model_chain(rt)
+        return await chain(request)
+
+    def _model_chain(self, rt: _Runtime) -> Callable[[ModelRequest], Any]:
+        async def innermost(request: ModelRequest) -> ModelResponse:
+            task = asyncio.ensure_future(self._stream(rt, request))
+            rt.model_task = task
+            try:
+                response = await task
+            finally:
+                rt.model_task = None
+            self._count(rt, response)
+            return response
+
+        call = innermost
+        for mw in reversed(self.agent._model_wrappers):
+            call = _bind_model(mw, call, HookContext(rt, mw))
+        return call
+
+    async def _stream(self, rt: _Runtime, request: ModelRequest) -> ModelResponse:
+        final: ModelResponse | None = None
+        async for item in self.agent.model.stream(request):
+            if isinstance(item, ModelDelta):
+                if item.text:
+                    rt.partial += item.text
+                    rt.emit("model_delta", text=item.text)
+            else:
+                final = item
+        if final is None:
+            raise ModelError(f"model {self.agent.model.name!r} ended its stream without a response")
+        return final
+
+    def _count(self, rt: _Runtime, response: ModelResponse) -> None:
+        """R5: every call a `next` makes is counted, whatever the wrapper returns."""
+        usage = _with_call(response.usage)
+        model = response.model or self.agent.model.name
+        rt.calls.append((model, usage))
+        rt.emit("model_call_finished", model=model, usage=usage.to_dict())
+        view = rt.usage_view()
+        rt.emit("usage_updated", run=view["run"].to_dict(), thread=view["thread"].to_dict(), model=model,
+                call=usage.to_dict())
+
+    # -- tool calls ------------------------------------------------------------------------------------------
+    async def _run_tools(
+        self,
+        rt: _Runtime,
+        calls: Sequence[ToolCall],
+        completed: dict[str, ToolOutcome],
+        resumed: dict[str, Question],
+    ) -> RunResult | None:
+        """Run a message's calls (R4); append their results in order, or suspend with the questions."""
+        locks: dict[str, asyncio.Lock] = {}
+        questions: dict[str, Question] = {}
+        fatal: list[Exception] = []
+
+        async def one(call: ToolCall) -> None:
+            tool = self.agent.tool_map.get(call.name)
+            lock = locks.setdefault(tool.lock, asyncio.Lock()) if tool is not None and tool.lock else None
+            if lock is not None:
+                await lock.acquire()
+            try:
+                completed[call.id] = await self._one_tool(rt, call, tool, resumed.get(call.id))
+            except Suspend as s:
+                questions[call.id] = Question(s.question.id, s.question.kind, s.question.payload, call.id)
+            except Fatal as e:
+                fatal.append(e)
+            finally:
+                if lock is not None:
+                    lock.release()
+
+        todo = [c for c in calls if c.id not in completed]
+        # Tasks start in message order and asyncio.Lock is fair, so same-lock calls run in order (R4).
+        await asyncio.gather(*(one(c) for c in todo))
+        if fatal:
+            raise fatal[0]
+        if questions:
+            ordered = [questions[c.id].to_dict() for c in calls if c.id in questions]
+            return await self._suspend(
+                rt,
+                {
+                    "phase": "tools",
+                    "questions": ordered,
+                    "completed": {cid: {"status": o.status, "content": o.content} for cid, o in completed.items()},
+                },
+            )
+        for call in calls:
+            outcome = completed[call.id]
+            rt.append(Message.tool(call, outcome.content, status=outcome.status))
+        return None
+
+    async def _one_tool(self, rt: _Runtime, call: ToolCall, tool: Tool | None, resumed: Question | None) -> ToolOutcome:
+        approved = False
+        if resumed is not None and resumed.kind == "tool_approval":
+            decision = rt.answers[resumed.id]
+            kind = decision["decision"]
+            if kind == "reject":
+                self._remember_rejection(rt, call)
+                message = decision.get("message") or "no reason given"
+                return self._finish_tool(rt, call, ToolOutcome("rejected", f"Rejected by the user: {message}. "
+                                                              "Do not try this exact call again; ask or do something else."))
+            if kind == "respond":
+                return self._finish_tool(rt, call, ToolOutcome.ok(str(decision.get("message", ""))))
+            if kind == "edit":
+                call = ToolCall.parse(call.id, call.name, decision.get("arguments") or {})
+            approved = True
+        error = validate_call(tool, call, list(self.agent.tool_map))
+        rt.emit("tool_call_started", call_id=call.id, name=call.name, arguments=call.arguments or {})
+        if error is not None:
+            return self._finish_tool(rt, call, ToolOutcome.error(error))
+        assert tool is not None
+        ctx = ToolContext(rt, None, call, tool, approved)
+        chain = self._tool_chain(tool)
+        try:
+            outcome = await chain(call, ctx)
+        except Suspend:
+            raise
+        except Fatal:
+            raise
+        except WorkbenchError as e:
+            outcome = ToolOutcome.error(f"Error: {e}")
+        if isinstance(outcome, NeedsApproval):
+            signature = _signature(call)
+            if signature in rt.state.get("_rejected", {}).get(rt.run_id, []):
+                # P4: the user rejected this exact call in this run; refuse without asking again.
+                return self._finish_tool(rt, call, ToolOutcome(
+                    "rejected", "Rejected: the user already rejected this exact call in this run. Do not retry it."))
+            raise Suspend(Question(
+                id=f"approval-{call.id}",
+                kind="tool_approval",
+                payload={"tool": call.name, "arguments": call.arguments or {}, "reason": outcome.reason,
+                         "rule": outcome.rule},
+            ))
+        return self._finish_tool(rt, call, outcome)
+
+    def _finish_tool(self, rt: _Runtime, call: ToolCall, outcome: ToolOutcome) -> ToolOutcome:
+        rt.emit("tool_call_finished", call_id=call.id, name=call.name, status=outcome.status)
+        return outcome
+
+    def _remember_rejection(self, rt: _Runtime, call: ToolCall) -> None:
+        rejected = dict(rt.state.get("_rejected", {}))
+        rejected = {rt.run_id: [*rejected.get(rt.run_id, []), _signature(call)]}  # only this run's matter
+        rt.state["_rejected"] = rejected
+
+    def _tool_chain(self, tool: Tool) -> Callable[[ToolCall, ToolContext], Any]:
+        async def innermost(call: ToolCall, ctx: ToolContext) -> ToolOutcome | NeedsApproval:
+            try:
+                result = await tool.func(call.arguments or {}, ctx.bound(tool.owner))
+            except (Fatal, Suspend, RunError):
+                raise
+            except WorkbenchError as e:
+                return ToolOutcome.error(f"Error: {e}")
+            except Exception as e:  # a tool's bug is the model's error message, not a crash (M5)
+                log.exception("tool %s failed", tool.name)
+                return ToolOutcome.error(f"Error: {tool.name} failed: {type(e).__name__}: {e}")
+            return ToolOutcome.ok(result) if isinstance(result, str) else result
+
+        call = innermost
+        for mw in reversed(self.agent._tool_wrappers):
+            call = _bind_tool(mw, call)
+        return call
+
+    # -- ends ------------------------------------------------------------------------------------------------
+    def _checkpoint(self, rt: _Runtime, status: str, pending: dict[str, Any] | None = None,
+                    record: RunRecord | None = None) -> None:
+        """R1: state, messages, this step's usage (and the run record) in one transaction."""
+        pending = dict(pending or {})
+        if rt.turn_snapshot:
+            pending["turn_snapshot"] = rt.turn_snapshot
+        self.store.save_checkpoint(rt.thread_id, rt.run_id, rt.step, status, rt.state, pending,
+                                   calls=rt.calls, run=record, thread_status=status)
+        for _, u in rt.calls:
+            rt.run_usage = rt.run_usage + u
+            rt.thread_usage = rt.thread_usage + u
+        rt.calls = []
+
+    async def _suspend(self, rt: _Runtime, pending: dict[str, Any]) -> RunResult:
+        questions = [Question.from_dict(q) for q in pending["questions"]]
+        record = RunRecord(rt.run_id, rt.thread_id, "interrupted", rt.input, "", None, Usage(), rt.started, None)
+        self._checkpoint(rt, "interrupted", pending, record)
+        record = RunRecord(rt.run_id, rt.thread_id, "interrupted", rt.input, "", None, rt.run_usage, rt.started, None)
+        self.store.save_run(record)
+        for q in questions:
+            rt.emit("interrupt_raised", id=q.id, kind=q.kind, call_id=q.call_id,
+                    tool=q.payload.get("tool"), reason=q.payload.get("reason"))
+        rt.emit("run_finished", status="interrupted", usage=rt.run_usage.to_dict(), pending=len(questions))
+        return RunResult("interrupted", "", rt.run_usage, tuple(questions), None, rt.thread_id, rt.run_id)
+
+    async def _fail(self, rt: _Runtime, error: str) -> RunResult:
+        rt.emit("run_error", error=error[:500])
+        return await self._finish(rt, "failed", error=error)
+
+    async def _finish(self, rt: _Runtime, status: str, answer: str = "", error: str | None = None,
+                      keep_state: bool = False) -> RunResult:
+        if status == "aborted" and not answer:
+            answer = rt.partial
+        if status == "failed" and not keep_state:
+            # Keep the last committed state: recover() re-runs the failed step from there (R2).
+            cp = self.store.latest_checkpoint(rt.thread_id)
+            state = cp.state if cp is not None and cp.run_id == rt.run_id else rt.state
+            step = cp.step if cp is not None and cp.run_id == rt.run_id else rt.step
+            saved_state, saved_step = rt.state, rt.step
+            rt.state, rt.step = state, step
+            record = RunRecord(rt.run_id, rt.thread_id, status, rt.input, answer, error,
+                               rt.run_usage + sum((u for _, u in rt.calls), Usage()), rt.started, time.time())
+            self._checkpoint(rt, "failed", None, record)
+            rt.state, rt.step = saved_state, saved_step
+        else:
+            record = RunRecord(rt.run_id, rt.thread_id, status, rt.input, answer, error,
+                               rt.run_usage + sum((u for _, u in rt.calls), Usage()), rt.started, time.time())
+            self._checkpoint(rt, status, None, record)
+        for mw in self.agent.middleware:
+            if overrides(mw, "on_run_end"):
+                try:
+                    await mw.on_run_end(status, HookContext(rt, mw))
+                except Exception:
+                    log.exception("%s.on_run_end failed", mw.name)
+        data: dict[str, Any] = {"status": status, "usage": rt.run_usage.to_dict()}
+        if error:
+            data["error"] = error[:500]
+        rt.emit("run_finished", **data)
+        return RunResult(status, answer, rt.run_usage, (), error, rt.thread_id, rt.run_id)
+
+
+def _bind_model(mw: AgentMiddleware, call_next: Any, ctx: HookContext) -> Any:
+    async def call(request: ModelRequest) -> ModelResponse:
+        return await mw.wrap_model_call(request, call_next, ctx)
+
+    return call
+
+
+def _bind_tool(mw: AgentMiddleware, call_next: Any) -> Any:
+    async def call(tool_call: ToolCall, ctx: ToolContext) -> Any:
+        return await mw.wrap_tool_call(tool_call, ctx.bound(mw), call_next)
+
+    return call
+
+
+def _with_call(usage: Usage) -> Usage:
+    from dataclasses import replace
+
+    return usage if usage.calls else replace(usage, calls=1)
+
+
+def _last_answer(rt: _Runtime) -> str:
+    """The newest assistant text of this run (what a stopped run keeps as its partial answer)."""
+    for m in reversed(rt.state[MESSAGES]):
+        if m.get("role") == "user":
+            break
+        if m.get("role") == "assistant" and m.get("content"):
+            return str(m["content"])
+    return ""
+
+
+def _signature(call: ToolCall) -> str:
+    return call.name + ":" + json.dumps(call.arguments, sort_keys=True)
+
+
+def _decision(value: Any) -> dict[str, Any]:
+    """Accept "approve" or {"decision": "approve", ...}; names as in DESIGN P3 and B3."""
+    if isinstance(value, str):
+        value = {"decision": value}
+    if not isinstance(value, Mapping) or "decision" not in value:
+        raise RunError(f"a decision must be a string or a mapping with 'decision', got {short_json(value)}")
+    d = dict(value)
+    aliases = {"yes": "approve", "continue": "approve", "no": "reject", "deny": "reject", "refuse": "reject",
+               "stop": "reject"}
+    d["decision"] = aliases.get(d["decision"], d["decision"])
+    if d["decision"] not in ("approve", "edit", "reject", "respond"):
+        raise RunError(f"unknown decision {d['decision']!r}: use approve, edit, reject or respond")
+    return d
+
+
+def _copy(value: Any) -> Any:
+    return json.loads(json.dumps(value)) if isinstance(value, (dict, list)) else value
+
+
+def _title(text: str) -> str:
+    line = text.strip().splitlines()[0] if text.strip() else "New thread"
+    return line[:60] + ("…" if len(line) > 60 else "")

@@ -1,0 +1,160 @@
+"""Provider-neutral messages, tool calls and the model request/response pair."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from workbench.engine.usage import Usage
+
+Role = Literal["system", "user", "assistant", "tool"]
+
+
+@dataclass(frozen=True)
+class ToolCall:
+    """One call the model asked for. ``arguments`` is None when ``raw_arguments`` is not valid JSON."""
+
+    id: str
+    name: str
+    arguments: dict[str, Any] | None
+    raw_arguments: str = ""
+
+    @classmethod
+    def parse(cls, id: str, name: str, raw: str | dict[str, Any] | None) -> ToolCall:
+        if isinstance(raw, dict):
+            return cls(id=id, name=name, arguments=raw, raw_arguments=json.dumps(raw))
+        text = raw or ""
+        try:
+            value = json.loads(text) if text.strip() else {}
+        except json.JSONDecodeError:
+            return cls(id=id, name=name, arguments=None, raw_arguments=text)
+        if not isinstance(value, dict):
+            return cls(id=id, name=name, arguments=None, raw_arguments=text)
+        return cls(id=id, name=name, arguments=value, raw_arguments=text)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"id": self.id, "name": self.name, "arguments": self.arguments, "raw_arguments": self.raw_arguments}
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> ToolCall:
+        return cls(id=d["id"], name=d["name"], arguments=d.get("arguments"), raw_arguments=d.get("raw_arguments", ""))
+
+
+@dataclass(frozen=True)
+class Message:
+    """One message of a thread. ``meta`` holds engine bookkeeping (tool status, run id), never sent."""
+
+    role: Role
+    content: str = ""
+    tool_calls: tuple[ToolCall, ...] = ()
+    tool_call_id: str | None = None
+    name: str | None = None
+    meta: dict[str, Any] = field(default_factory=dict, compare=False)
+
+    @classmethod
+    def user(cls, text: str, **meta: Any) -> Message:
+        return cls(role="user", content=text, meta=dict(meta))
+
+    @classmethod
+    def system(cls, text: str) -> Message:
+        return cls(role="system", content=text)
+
+    @classmethod
+    def assistant(cls, text: str = "", tool_calls: tuple[ToolCall, ...] = (), **meta: Any) -> Message:
+        return cls(role="assistant", content=text, tool_calls=tuple(tool_calls), meta=dict(meta))
+
+    @classmethod
+    def tool(cls, call: ToolCall, content: str, status: str = "ok", **meta: Any) -> Message:
+        return cls(
+            role="tool", content=content, tool_call_id=call.id, name=call.name, meta={"status": status, **meta}
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        d: dict[str, Any] = {"role": self.role, "content": self.content}
+        if self.tool_calls:
+            d["tool_calls"] = [c.to_dict() for c in self.tool_calls]
+        if self.tool_call_id is not None:
+            d["tool_call_id"] = self.tool_call_id
+        if self.name is not None:
+            d["name"] = self.name
+        if self.meta:
+            d["meta"] = self.meta
+        return d
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> Message:
+        return cls(
+            role=d["role"],
+            content=d.get("content") or "",
+            tool_calls=tuple(ToolCall.from_dict(c) for c in d.get("tool_calls", ())),
+            tool_call_id=d.get("tool_call_id"),
+            name=d.get("name"),
+            meta=dict(d.get("meta") or {}),
+        )
+
+    def to_openai(self) -> dict[str, Any]:
+        """The OpenAI chat format litellm takes."""
+        d: dict[str, Any] = {"role": self.role, "content": self.content}
+        if self.role == "assistant" and self.tool_calls:
+            d["content"] = self.content or None
+            d["tool_calls"] = [
+                {"id": c.id, "type": "function", "function": {"name": c.name, "arguments": c.raw_arguments or "{}"}}
+                for c in self.tool_calls
+            ]
+        if self.role == "tool":
+            d["tool_call_id"] = self.tool_call_id
+        return d
+
+
+@dataclass(frozen=True)
+class ToolSpec:
+    """What the model is offered: a tool's name, description and JSON schema."""
+
+    name: str
+    description: str
+    parameters: dict[str, Any]
+
+    def to_openai(self) -> dict[str, Any]:
+        return {
+            "type": "function",
+            "function": {"name": self.name, "description": self.description, "parameters": self.parameters},
+        }
+
+
+@dataclass(frozen=True)
+class ModelRequest:
+    """One model call: the system prompt, the history the model sees, the tools offered."""
+
+    system: str
+    messages: tuple[Message, ...]
+    tools: tuple[ToolSpec, ...] = ()
+    settings: dict[str, Any] = field(default_factory=dict)
+
+    def replace(self, **changes: Any) -> ModelRequest:
+        from dataclasses import replace
+
+        return replace(self, **changes)
+
+    def to_openai_messages(self) -> list[dict[str, Any]]:
+        out = [{"role": "system", "content": self.system}] if self.system else []
+        out.extend(m.to_openai() for m in self.messages)
+        return out
+
+
+@dataclass(frozen=True)
+class ModelDelta:
+    """A streamed piece of the answer (live only, never stored)."""
+
+    text: str = ""
+    reasoning: str = ""
+
+
+@dataclass(frozen=True)
+class ModelResponse:
+    """The whole reply of one model call, with its usage."""
+
+    message: Message
+    usage: Usage = field(default_factory=Usage)
+    model: str = ""
+    finish_reason: str = ""

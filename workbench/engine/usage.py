@@ -1,0 +1,56 @@
+"""Token and cost usage that adds up (R5)."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, fields
+from typing import Any
+
+
+@dataclass(frozen=True)
+class Usage:
+    """Usage of one model call, or a sum of many.
+
+    ``cost_usd`` is None when no call in the sum was priced; ``unpriced_calls`` counts calls whose
+    model litellm could not price, so the UI can say "tokens only".
+    """
+
+    input_tokens: int = 0
+    output_tokens: int = 0
+    thoughts_tokens: int = 0
+    cached_tokens: int = 0
+    cost_usd: float | None = None
+    calls: int = 0
+    unpriced_calls: int = 0
+
+    @property
+    def total_tokens(self) -> int:
+        return self.input_tokens + self.output_tokens + self.thoughts_tokens
+
+    def __add__(self, other: Usage) -> Usage:
+        if not isinstance(other, Usage):
+            return NotImplemented
+        if self.cost_usd is None and other.cost_usd is None:
+            cost = None
+        else:
+            cost = (self.cost_usd or 0.0) + (other.cost_usd or 0.0)
+        return Usage(
+            input_tokens=self.input_tokens + other.input_tokens,
+            output_tokens=self.output_tokens + other.output_tokens,
+            thoughts_tokens=self.thoughts_tokens + other.thoughts_tokens,
+            cached_tokens=self.cached_tokens + other.cached_tokens,
+            cost_usd=cost,
+            calls=self.calls + other.calls,
+            unpriced_calls=self.unpriced_calls + other.unpriced_calls,
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        d = asdict(self)
+        d["total_tokens"] = self.total_tokens
+        return d
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any] | None) -> Usage:
+        if not data:
+            return cls()
+        names = {f.name for f in fields(cls)}
+        return cls(**{k: v for k, v in data.items() if k in names})

@@ -1,0 +1,93 @@
+"""Builds the standard middleware stack and file backend from a workspace's ``workbench.yaml``.
+
+Order matters (outermost first):
+1. budget — outside every other model wrapper, so a retry inside can never hide a call (B2);
+2. permissions — every tool call, offered or not, passes its rules (M5, M6);
+3. files, todos, skills, artifacts — tools and sections;
+4. instructions last: its cacheable section comes after the others, so editing AGENTS.md leaves the
+   cached prompt prefix (todos guide, skills) intact.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from workbench.backends.base import FileBackend
+from workbench.backends.composite import CompositeBackend
+from workbench.backends.host import HostBackend
+from workbench.backends.readonly import ReadOnlyBackend
+from workbench.backends.store import StoreBackend
+from workbench.config import WorkbenchConfig
+from workbench.engine.middleware import AgentMiddleware
+
+
+def build_backend(config: WorkbenchConfig, workspace: Path, store_path: Path) -> CompositeBackend:
+    """The composite backend with every configured mount (F1)."""
+    from workbench.harness.files import FilesMiddleware
+
+    mounts: dict[str, FileBackend] = {}
+    for point, mount in config.mounts.items():
+        backend: FileBackend
+        if mount.kind == "host":
+            root = mount.resolve_host(workspace)
+            root.mkdir(parents=True, exist_ok=True) if point == "/project" else None
+            backend = HostBackend(root, readonly=mount.readonly)
+        elif mount.kind == "store":
+            backend = StoreBackend(store_path, namespace=point)
+        else:
+            backend = FilesMiddleware.state_backend(prefix=point)
+        mounts[point] = ReadOnlyBackend(backend) if mount.readonly else backend
+    return CompositeBackend(mounts)
+
+
+def build_middleware(config: WorkbenchConfig, workspace: Path, backend: FileBackend) -> list[AgentMiddleware]:
+    """The standard stack, outermost first (see the module docstring for why this order)."""
+    from workbench.harness.artifacts import ArtifactsMiddleware
+    from workbench.harness.budget import BudgetLimit, BudgetMiddleware
+    from workbench.harness.files import FilesMiddleware
+    from workbench.harness.instructions import InstructionsMiddleware
+    from workbench.harness.permissions import PermissionsMiddleware
+    from workbench.harness.skills import SkillsMiddleware
+    from workbench.harness.todos import TodosMiddleware
+
+    stack: list[AgentMiddleware] = []
+    if config.budget:
+        stack.append(
+            BudgetMiddleware([BudgetLimit(b.scope, dict(b.limit), b.interrupt) for b in config.budget])
+        )
+    stack.append(
+        PermissionsMiddleware(
+            config.permissions.rules,
+            config.permissions.default,
+            project_config=workspace / "workbench.yaml",
+        )
+    )
+    stack.append(FilesMiddleware(backend))
+    stack.append(TodosMiddleware(max_todos=config.todos.max_todos, max_todo_chars=config.todos.max_todo_chars))
+    s = config.skills
+    stack.append(
+        SkillsMiddleware(
+            s.sources,
+            max_skills=s.max_skills,
+            max_description_chars=s.max_description_chars,
+            max_section_tokens=s.max_section_tokens,
+            max_scanned=s.max_scanned,
+        )
+    )
+    stack.append(ArtifactsMiddleware(readonly=config.artifacts.readonly))
+    m = config.memory
+    stack.append(
+        InstructionsMiddleware(
+            m.paths,
+            max_file_tokens=m.max_file_tokens,
+            max_total_tokens=m.max_total_tokens,
+            max_cached_runs=m.max_cached_runs,
+        )
+    )
+    return stack
+
+
+def describe(stack: list[AgentMiddleware]) -> list[dict[str, Any]]:
+    """A plain description of a stack, for `workbench show` and the UI."""
+    return [{"name": mw.name, "writes": sorted(mw.writes), "tools": [t.name for t in mw.tools()]} for mw in stack]

@@ -1,0 +1,257 @@
+"""The ``Session`` facade (DESIGN §6): what the window, the CLI and scripts use, and nothing else.
+
+A session is one workspace (its ``workbench.yaml``, its store in ``.workbench/``) and one current
+thread. It builds the agent from the config, runs turns, resumes suspended runs with decisions, and
+publishes the engine's events: durable ones replayed first, then live ones.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from collections.abc import AsyncIterator, Callable, Mapping
+from pathlib import Path
+from typing import Any
+
+from workbench.config import WorkbenchConfig, load_config
+from workbench.engine.agent import Agent, Engine
+from workbench.engine.events import Event
+from workbench.engine.messages import Message
+from workbench.engine.middleware import Question, RunResult
+from workbench.engine.models.base import Model
+from workbench.engine.store import Store, ThreadInfo
+from workbench.engine.usage import Usage
+from workbench.errors import ConfigError, RunError
+
+EventListener = Callable[[Event], None]
+
+
+def make_model(config: WorkbenchConfig, *, api_key: str | None = None, threaded: bool = False) -> Model:
+    """The model the config names: ``demo`` is the offline scripted one, anything else goes to litellm."""
+    if config.model == "demo":
+        from workbench.engine.models.demo import DemoModel
+
+        return DemoModel()
+    from workbench.engine.models.litellm_model import LiteLLMModel
+
+    if api_key is None:
+        from workbench.secrets import lookup_api_key
+
+        api_key = lookup_api_key(config.model)
+    model: Model = LiteLLMModel(config.model, api_base=config.api_base, api_key=api_key)
+    if threaded:
+        from workbench.engine.models.threaded import ThreadedModel
+
+        model = ThreadedModel(model)
+    return model
+
+
+class Session:
+    """One workspace and its current thread. Create with ``await Session.open(...)``."""
+
+    def __init__(self, workspace: Path, config: WorkbenchConfig, store: Store, engine: Engine, thread_id: str) -> None:
+        self.workspace = workspace
+        self.config = config
+        self.store = store
+        self.engine = engine
+        self.thread_id = thread_id
+        self._task: asyncio.Task[RunResult] | None = None
+
+    @classmethod
+    async def open(
+        cls,
+        workspace: Path | str,
+        thread_id: str | None = None,
+        *,
+        config: WorkbenchConfig | None = None,
+        model: Model | str | None = None,
+        api_base: str | None = None,
+        api_key: str | None = None,
+        threaded_model: bool = False,
+        store: Store | None = None,
+    ) -> Session:
+        """Load ``workbench.yaml`` (ConfigError names file, key and line), build the agent, open the store."""
+        from workbench.harness.stack import build_backend, build_middleware
+
+        ws = Path(workspace).expanduser().resolve()
+        if not ws.is_dir():
+            raise ConfigError(f"workspace {ws} is not a folder")
+        cfg = config or load_config(ws)
+        if isinstance(model, str) or api_base is not None:
+            cfg = cfg.with_overrides(model=model if isinstance(model, str) else None, api_base=api_base)
+        store = store or Store.for_workspace(ws)
+        backend = build_backend(cfg, ws, store.path)
+        stack = build_middleware(cfg, ws, backend)
+        the_model = model if model is not None and not isinstance(model, str) else make_model(
+            cfg, api_key=api_key, threaded=threaded_model
+        )
+        agent = Agent(
+            the_model,
+            instructions=cfg.instructions,
+            middleware=stack,
+            backend=backend,
+            max_prompt_section_tokens=cfg.max_prompt_section_tokens,
+        )
+        engine = Engine(agent, store)
+        if thread_id is None:
+            thread_id = store.create_thread()
+        elif store.thread(thread_id) is None:
+            raise ConfigError(f"no thread {thread_id!r} in {store.path}")
+        return cls(ws, cfg, store, engine, thread_id)
+
+    # -- runs ----------------------------------------------------------------------------------------------
+    @property
+    def model_name(self) -> str:
+        return self.engine.agent.model.name
+
+    @property
+    def running(self) -> bool:
+        return self.engine.is_running(self.thread_id)
+
+    async def run(self, prompt: str) -> RunResult:
+        """One user turn: ``RunResult(status, answer, usage, pending)``."""
+        return await self._track(self.engine.run(self.thread_id, prompt))
+
+    async def resume(self, decisions: Mapping[str, Any]) -> RunResult:
+        """Answer every pending question (tool approvals, budget holds) and continue the run."""
+        return await self._track(self.engine.resume(self.thread_id, decisions))
+
+    async def recover(self) -> RunResult:
+        """Re-run the step that failed or was cut off by a crash, from the last checkpoint."""
+        return await self._track(self.engine.recover(self.thread_id))
+
+    async def stop(self) -> None:
+        """The run in flight ends ``aborted``; its partial answer is kept."""
+        self.engine.stop(self.thread_id)
+        task = self._task
+        if task is not None and not task.done():
+            try:
+                await asyncio.shield(task)
+            except Exception:
+                pass
+
+    async def _track(self, coro: Any) -> RunResult:
+        task = asyncio.ensure_future(coro)
+        self._task = task
+        try:
+            return await task
+        finally:
+            if self._task is task:
+                self._task = None
+
+    # -- events ----------------------------------------------------------------------------------------------
+    def subscribe(self, listener: EventListener, *, replay: bool = True) -> Callable[[], None]:
+        """Call ``listener`` with this thread's durable events so far (if ``replay``), then every new one."""
+        if replay:
+            for event in self.store.events(self.thread_id):
+                listener(event)
+
+        def on_event(event: Event) -> None:
+            if event.thread_id == self.thread_id:
+                listener(event)
+
+        return self.engine.subscribe(on_event)
+
+    async def events(self, *, replay: bool = True) -> AsyncIterator[Event]:
+        """Durable events replayed first, then live ones as they happen (until the caller stops)."""
+        queue: asyncio.Queue[Event] = asyncio.Queue()
+        unsubscribe = self.subscribe(queue.put_nowait, replay=replay)
+        try:
+            while True:
+                yield await queue.get()
+        finally:
+            unsubscribe()
+
+    # -- committed state ------------------------------------------------------------------------------------
+    def _state(self) -> dict[str, Any]:
+        cp = self.store.latest_checkpoint(self.thread_id)
+        return cp.state if cp else {}
+
+    @property
+    def status(self) -> str:
+        """new | running | done | failed | aborted | interrupted (the last run's end)."""
+        if self.running:
+            return "running"
+        info = self.store.thread(self.thread_id)
+        return info.status if info else "new"
+
+    @property
+    def messages(self) -> list[Message]:
+        return [Message.from_dict(m) for m in self._state().get("messages", [])]
+
+    @property
+    def todos(self) -> list[dict[str, Any]]:
+        return list((self._state().get("todos") or {}).get("items", []))
+
+    @property
+    def artifacts(self) -> dict[str, dict[str, Any]]:
+        return dict(self._state().get("artifacts") or {})
+
+    @property
+    def usage(self) -> Usage:
+        return self.store.thread_usage(self.thread_id)
+
+    @property
+    def documents(self) -> list[dict[str, Any]]:
+        """The newest ``documents_reported`` entries per source (instructions, skills)."""
+        latest: dict[str, list[dict[str, Any]]] = {}
+        for e in self.store.events(self.thread_id, types={"documents_reported"}):
+            latest[e.data.get("source", "")] = list(e.data.get("documents", []))
+        return [d for docs in latest.values() for d in docs]
+
+    @property
+    def pending(self) -> tuple[Question, ...]:
+        """Questions a suspended run waits on; they survive a restart (R3)."""
+        cp = self.store.latest_checkpoint(self.thread_id)
+        if cp is None or cp.status != "interrupted":
+            return ()
+        return tuple(Question.from_dict(q) for q in cp.pending.get("questions", []))
+
+    def last_error(self) -> str | None:
+        runs = self.store.runs(self.thread_id)
+        return runs[-1].error if runs else None
+
+    # -- threads ---------------------------------------------------------------------------------------------
+    def threads(self) -> list[ThreadInfo]:
+        return self.store.threads()
+
+    def new_thread(self) -> str:
+        self._ensure_idle()
+        self.thread_id = self.store.create_thread()
+        return self.thread_id
+
+    def switch_thread(self, thread_id: str) -> None:
+        self._ensure_idle()
+        if self.store.thread(thread_id) is None:
+            raise RunError(f"no thread {thread_id!r} in this workspace")
+        self.thread_id = thread_id
+
+    def rename_thread(self, thread_id: str, title: str) -> None:
+        self.store.rename_thread(thread_id, title.strip() or "Untitled")
+
+    def delete_thread(self, thread_id: str) -> None:
+        if self.engine.is_running(thread_id):
+            raise RunError("stop the run before deleting its thread")
+        self.store.delete_thread(thread_id)
+
+    def _ensure_idle(self) -> None:
+        if self.running:
+            raise RunError("a run is in flight on this thread: stop it first")
+
+    # -- workspace files (the Instructions panel edits AGENTS.md through these) ----------------------------
+    @property
+    def backend(self) -> Any:
+        return self.engine.agent.backend
+
+    async def close(self) -> None:
+        if self.running:
+            await self.stop()
+        model = self.engine.agent.model
+        close = getattr(model, "close", None)
+        if callable(close):
+            close()
+        self.store.close()
+
+
+def default_workspace() -> Path:
+    return Path(os.getcwd())
