@@ -1,0 +1,1 @@
+"""Test package (so helpers such as ``tests.stub_server`` import as modules)."""

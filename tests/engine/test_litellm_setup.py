@@ -1,0 +1,100 @@
+"""litellm set-up (DESIGN §2): forced env, no .env keys, no import at module load, no banners."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def run_python(code: str, cwd: Path, **env_changes: str | None) -> subprocess.CompletedProcess[str]:
+    env = dict(os.environ)
+    env["PYTHONPATH"] = str(ROOT)
+    for key, value in env_changes.items():
+        if value is None:
+            env.pop(key, None)
+        else:
+            env[key] = value
+    out = subprocess.run([sys.executable, "-c", code], cwd=cwd, env=env, capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    return out
+
+
+def test_workspace_dotenv_never_supplies_a_key(tmp_path):
+    (tmp_path / ".env").write_text("OPENAI_API_KEY=sk-from-dotenv\n")
+    code = """
+import json, os
+from workbench.engine.llm_setup import import_litellm
+litellm = import_litellm()
+print(json.dumps({"key": os.environ.get("OPENAI_API_KEY"), "mode": os.environ.get("LITELLM_MODE"),
+                  "local": os.environ.get("LITELLM_LOCAL_MODEL_COST_MAP"),
+                  "quiet": litellm.suppress_debug_info, "drop": litellm.drop_params}))
+"""
+    # Even an inherited LITELLM_MODE=DEV must not turn .env loading back on.
+    out = run_python(code, tmp_path, OPENAI_API_KEY=None, LITELLM_MODE="DEV", LITELLM_LOCAL_MODEL_COST_MAP="False")
+    result = json.loads(out.stdout.strip().splitlines()[-1])
+    assert result == {"key": None, "mode": "PRODUCTION", "local": "True", "quiet": True, "drop": True}
+
+
+def test_importing_model_modules_does_not_import_litellm(tmp_path):
+    code = """
+import sys
+import workbench.engine.models.litellm_model, workbench.engine.models.threaded
+import workbench.engine.models.scripted, workbench.engine.llm_setup, workbench.engine.tokens
+m = workbench.engine.models.litellm_model.LiteLLMModel("openai/gpt-4o-mini")
+print("litellm" in sys.modules, any(k.startswith("litellm") for k in sys.modules))
+"""
+    out = run_python(code, tmp_path)
+    assert out.stdout.strip() == "False False"
+
+
+def test_no_provider_list_banner(tmp_path, stub_server):
+    stub_server.script({"text": "hi from the stub", "usage": [3, 4]})
+    code = f"""
+import asyncio
+from workbench.engine.messages import Message, ModelRequest
+from workbench.engine.models.base import complete
+from workbench.engine.models.litellm_model import LiteLLMModel
+from workbench.errors import ModelError
+req = ModelRequest(system="s", messages=(Message.user("hi"),))
+async def main():
+    ok = await complete(LiteLLMModel("openai/test-model", {stub_server.url!r}, "sk-test"), req)
+    print("ANSWER", ok.message.content)
+    try:
+        await complete(LiteLLMModel("nosuchprovider-model", api_key="sk-test"), req)
+    except ModelError as e:
+        print("ERROR", e)
+asyncio.run(main())
+"""
+    out = run_python(code, tmp_path)
+    assert "ANSWER hi from the stub" in out.stdout
+    assert "ERROR unknown model 'nosuchprovider-model'" in out.stdout
+    combined = out.stdout + out.stderr
+    assert "Provider List" not in combined and "Give Feedback" not in combined
+    assert len(stub_server.requests) == 1
+
+
+def test_warm_up_loads_the_streaming_path_without_touching_the_network(tmp_path, stub_server):
+    # How fast the first call is after warm-up is measured in benchmarks/startup.py, not asserted here.
+    stub_server.script({"text": "after warm-up", "usage": [1, 1]})
+    code = f"""
+import asyncio, sys
+from workbench.engine import llm_setup
+from workbench.engine.messages import Message, ModelRequest
+from workbench.engine.models.base import complete
+from workbench.engine.models.litellm_model import LiteLLMModel
+llm_setup.warm_up()
+print("streaming", any("streaming_handler" in m for m in sys.modules))
+r = asyncio.run(complete(LiteLLMModel("openai/test-model", {stub_server.url!r}, "sk-test"),
+                         ModelRequest(system="s", messages=(Message.user("hi"),))))
+print("answer", r.message.content.replace(" ", "_"))
+"""
+    out = run_python(code, tmp_path)
+    values = dict(line.split() for line in out.stdout.strip().splitlines())
+    assert values["streaming"] == "True", out.stdout
+    assert values["answer"] == "after_warm-up"
+    assert len(stub_server.requests) == 1  # warm-up itself sent nothing

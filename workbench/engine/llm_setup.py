@@ -1,0 +1,144 @@
+"""Import and configure litellm once, lazily, the way DESIGN §2 measured it must be.
+
+litellm takes seconds to import, so nothing imports it at module level: callers use
+``import_litellm()`` (thread-safe, cached), and the window calls ``warm_up()`` from its model worker
+thread at start so the first real call is fast.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+import time
+from types import ModuleType
+from typing import Any
+
+log = logging.getLogger(__name__)
+
+_lock = threading.RLock()
+_litellm: ModuleType | None = None
+_warmed = False
+
+# Modules a first streamed ``acompletion`` imports; importing them up front moves that cost into
+# the warm-up. Missing ones (another litellm version) are skipped.
+_STREAMING_MODULES = (
+    "litellm.litellm_core_utils.streaming_handler",
+    "litellm.litellm_core_utils.logging_callback_manager",
+    "litellm.litellm_core_utils.default_encoding",
+    "litellm.llms.openai.openai",
+    "litellm.llms.openai.chat.gpt_transformation",
+    "litellm.llms.openai_like.dynamic_config",
+    "litellm.types.litellm_core_utils.streaming_chunk_builder_utils",
+    "litellm.cost_calculator",
+)
+
+
+def prepare_litellm_env() -> None:
+    """Set the environment litellm reads at import time.
+
+    Both values are forced, not ``setdefault``: with ``LITELLM_MODE`` unset (or ``DEV``) the import runs
+    ``load_dotenv()`` on the *current folder's* ``.env`` — a workspace could then supply (or replace) API
+    keys behind the user's back. A workspace ``.env`` must never supply a key, so no inherited value may
+    turn that back on. ``LITELLM_LOCAL_MODEL_COST_MAP`` stops the price-list fetch that adds ~5 s to the
+    import when the network does not answer.
+    """
+    os.environ["LITELLM_LOCAL_MODEL_COST_MAP"] = "True"
+    os.environ["LITELLM_MODE"] = "PRODUCTION"
+
+
+def _configure(litellm: ModuleType) -> None:
+    """Quiet, offline-friendly defaults: no banners, unsupported params dropped, no network callbacks."""
+    litellm.suppress_debug_info = True
+    litellm.drop_params = True
+    litellm.set_verbose = False
+    # Older litellm versions had an opt-out telemetry flag; newer ones ship it off. Either way, off.
+    if hasattr(litellm, "telemetry"):
+        try:
+            litellm.telemetry = False
+        except Exception:  # noqa: BLE001 - a read-only attribute is fine: nothing to turn off
+            pass
+    # Callbacks ship empty; clear them anyway so nothing (an env-configured logger) reports calls out.
+    for name in (
+        "callbacks",
+        "input_callback",
+        "success_callback",
+        "failure_callback",
+        "service_callback",
+        "_async_success_callback",
+        "_async_failure_callback",
+        "_async_input_callback",
+    ):
+        value = getattr(litellm, name, None)
+        if isinstance(value, list):
+            value.clear()
+    # litellm logs a WARNING per unpriced model and per retry; the workbench reports those itself.
+    for name in ("LiteLLM", "LiteLLM Router", "LiteLLM Proxy", "litellm"):
+        logging.getLogger(name).setLevel(logging.ERROR)
+
+
+def import_litellm() -> ModuleType:
+    """Import litellm once (thread-safe), with the environment and settings above."""
+    global _litellm
+    if _litellm is not None:
+        return _litellm
+    with _lock:
+        if _litellm is None:
+            prepare_litellm_env()
+            started = time.perf_counter()
+            import litellm
+
+            _configure(litellm)
+            _litellm = litellm
+            log.debug("litellm imported in %.2f s", time.perf_counter() - started)
+    return _litellm
+
+
+def warm_up() -> float:
+    """Import litellm and the modules its streaming path needs; returns the seconds it took.
+
+    Safe from any thread; inside a running event loop use ``warm_up_async`` instead.
+    """
+    import asyncio
+
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return asyncio.run(warm_up_async())
+    raise RuntimeError("warm_up() called inside a running event loop; await warm_up_async() instead")
+
+
+async def warm_up_async() -> float:
+    """Like ``warm_up``, on the current loop (the import blocks it: run it on a worker loop).
+
+    Streams one ``mock_response`` call (no network) so the lazy imports inside ``acompletion`` and
+    the stream wrapper happen now rather than on the user's first message.
+    """
+    global _warmed
+    started = time.perf_counter()
+    litellm = import_litellm()
+    if _warmed:
+        return time.perf_counter() - started
+    import importlib
+
+    with _lock:
+        for module in _STREAMING_MODULES:
+            try:
+                importlib.import_module(module)
+            except Exception:  # noqa: BLE001 - best effort: a renamed module only costs speed
+                log.debug("warm-up: could not import %s", module)
+    try:
+        response = await litellm.acompletion(
+            model="openai/gpt-4o-mini",
+            messages=[{"role": "user", "content": "warm up"}],
+            mock_response="ok",
+            stream=True,
+            stream_options={"include_usage": True},
+        )
+        async for _ in response:
+            pass
+        litellm.cost_per_token(model="openai/gpt-4o-mini", prompt_tokens=1, completion_tokens=1)
+    except Exception as exc:  # noqa: BLE001 - warm-up must never break start-up
+        log.debug("warm-up: mock stream failed: %s", exc)
+    _warmed = True
+    return time.perf_counter() - started
