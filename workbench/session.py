@@ -243,6 +243,44 @@ class Session:
     def backend(self) -> Any:
         return self.engine.agent.backend
 
+    def middleware(self, kind: type) -> Any:
+        """The stack's middleware of a type, or None (panels read their limits from it)."""
+        return next((m for m in self.engine.agent.middleware if isinstance(m, kind)), None)
+
+    async def read_document(self, path: str) -> str:
+        """Read a virtual path through the agent's backend (FileNotFound, BackendRefusal propagate)."""
+        return await self.backend.read(path)
+
+    def write_verdict(self, path: str) -> tuple[bool, str]:
+        """Whether the user may save ``path``: the agent's deny rules and read-only mounts apply to them too.
+
+        An ``ask`` rule does not stop the user: they are the one who would be asked.
+        """
+        from workbench.harness.permissions import PermissionsMiddleware
+
+        perms = self.middleware(PermissionsMiddleware)
+        if perms is not None:
+            state = self._state()
+            verdict = perms.judge("write", path, has_paths=True, session=perms.session_rules(state))
+            if verdict.effect == "deny":
+                return False, f"Denied: {verdict.reason}"
+        try:
+            backend, _ = self.backend.backend_for(path)
+        except Exception as e:  # no mount: a refusal naming the path
+            return False, str(e)
+        if getattr(backend, "readonly", False):
+            return False, f"Refused: {path} is on a read-only mount"
+        return True, ""
+
+    async def write_document(self, path: str, text: str) -> None:
+        """Save a file the user edited, through the same backend and permission rules as the agent."""
+        from workbench.backends.base import BackendRefusal
+
+        allowed, why = self.write_verdict(path)
+        if not allowed:
+            raise BackendRefusal(path, why.removeprefix("Denied: ").removeprefix("Refused: "))
+        await self.backend.write(path, text)
+
     async def close(self) -> None:
         if self.running:
             await self.stop()

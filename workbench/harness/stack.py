@@ -31,12 +31,12 @@ def build_backend(config: WorkbenchConfig, workspace: Path, store_path: Path) ->
         backend: FileBackend
         if mount.kind == "host":
             root = mount.resolve_host(workspace)
-            root.mkdir(parents=True, exist_ok=True) if point == "/project" else None
             backend = HostBackend(root, readonly=mount.readonly)
         elif mount.kind == "store":
             backend = StoreBackend(store_path, namespace=point)
         else:
-            backend = FilesMiddleware.state_backend(prefix=point)
+            # One state mount is the norm (/scratch); its files are keyed by their path inside it.
+            backend = FilesMiddleware.state_backend()
         mounts[point] = ReadOnlyBackend(backend) if mount.readonly else backend
     return CompositeBackend(mounts)
 

@@ -1,0 +1,328 @@
+"""Permissions through the real Engine (P1–P4, M5, M6): rule order, approvals, "always", P4 memory."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from workbench.backends import CompositeBackend, HostBackend
+from workbench.config import PermissionRule, load_config, parse_config
+from workbench.engine.agent import Agent, Engine
+from workbench.engine.messages import ModelRequest
+from workbench.engine.middleware import AgentMiddleware
+from workbench.engine.models.scripted import ScriptedModel, reply, tool_reply
+from workbench.engine.store import Store
+from workbench.engine.tools import Tool, schema
+from workbench.harness.files import FilesMiddleware
+from workbench.harness.permissions import PermissionsMiddleware, match_path, match_tool
+
+WRITE = ("write_file", {"path": "/project/notes.md", "content": "hello\n"})
+
+
+def tool_texts(request: ModelRequest) -> list[str]:
+    msgs = list(request.messages)
+    last = max(i for i, m in enumerate(msgs) if m.role == "assistant")
+    return [m.content for m in msgs[last + 1 :] if m.role == "tool"]
+
+
+def rules(yaml_text: str) -> tuple[PermissionRule, ...]:
+    return parse_config(yaml_text).permissions.rules
+
+
+delegated: list[dict[str, Any]] = []
+
+
+async def _delegate(args: dict[str, Any], ctx: Any) -> str:
+    delegated.append(args)
+    return "delegated"
+
+
+DELEGATE = Tool("delegate_to_researcher", "Hand a task over.", schema({"task": {"type": "string"}}, ["task"]),
+                _delegate)
+
+
+class Env:
+    def __init__(self, tmp_path: Path, perms: PermissionsMiddleware | None = None, extra=(),
+                 store: Store | None = None) -> None:
+        self.ws = tmp_path / "ws"
+        self.ws.mkdir(exist_ok=True)
+        self.model = ScriptedModel([])
+        self.backend = CompositeBackend({"/project": HostBackend(self.ws)})
+        self.perms = perms if perms is not None else PermissionsMiddleware(rules("model: demo\n"))
+        self.store = store or Store(tmp_path / "store.sqlite3")
+        agent = Agent(self.model, middleware=[*extra, self.perms, FilesMiddleware(self.backend)],
+                      tools=[DELEGATE], backend=self.backend)
+        self.engine = Engine(agent, self.store)
+
+    async def run(self, *calls, then: str = "done", thread: str = "t"):
+        del self.model.replies[self.model.calls :]  # drop what an unanswered interrupt left unplayed
+        self.model.add(tool_reply(*calls), reply(then))
+        return await self.engine.run(thread, "go")
+
+    def last_tool_texts(self) -> list[str]:
+        return tool_texts(self.model.requests[-1])
+
+    @property
+    def notes(self) -> Path:
+        return self.ws / "notes.md"
+
+
+# -- P1 rule order ---------------------------------------------------------------------------------------
+
+
+async def test_P1_deny_beats_ask_and_allow_and_names_the_rule_and_line(tmp_path):
+    text = ("permissions:\n  rules:\n    - {allow: write, path: '/project/**'}\n"
+            "    - {ask: write, path: '/project/**'}\n    - {deny: write, path: '/project/*.md'}\n")
+    env = Env(tmp_path, PermissionsMiddleware(rules(text)))
+    result = await env.run(WRITE)
+    assert result.status == "done" and not result.pending
+    [out] = env.last_tool_texts()
+    assert out.startswith("Denied: ")
+    assert "'deny write /project/*.md' (workbench.yaml line 5)" in out
+    assert not env.notes.exists()
+
+
+async def test_P1_ask_beats_allow(tmp_path):
+    text = "permissions:\n  rules:\n    - {allow: write, path: '/project/**'}\n    - {ask: write, path: '/project/*.md'}\n"
+    env = Env(tmp_path, PermissionsMiddleware(rules(text), default="allow"))
+    result = await env.run(WRITE)
+    assert result.status == "interrupted"
+    [q] = result.pending
+    assert "matches 'ask write /project/*.md' (workbench.yaml line 4)" in q.payload["reason"]
+    assert not env.notes.exists()
+
+
+async def test_P1_allow_applies_when_no_deny_or_ask_matches(tmp_path):
+    text = "permissions:\n  rules:\n    - {allow: write, path: '/project/**'}\n    - {ask: write, path: '/other/**'}\n"
+    env = Env(tmp_path, PermissionsMiddleware(rules(text), default="deny"))
+    result = await env.run(WRITE)
+    assert result.status == "done" and not result.pending
+    assert env.last_tool_texts() == ["Wrote /project/notes.md (6 bytes)."]
+    assert env.notes.read_text() == "hello\n"
+
+
+async def test_P1_default_deny_applies_when_nothing_matches(tmp_path):
+    env = Env(tmp_path, PermissionsMiddleware((), default="deny"))
+    await env.run(WRITE)
+    [out] = env.last_tool_texts()
+    assert out.startswith("Denied: ") and "write /project/notes.md: deny (default)" in out
+    assert not env.notes.exists()
+
+
+async def test_P1_out_of_the_box_reads_and_read_only_tools_are_not_asked(tmp_path):
+    env = Env(tmp_path, PermissionsMiddleware((), default="ask"))  # not even the allow-read rule
+    env.notes.write_text("hi\n")
+    result = await env.run(("read_file", {"path": "/project/notes.md"}), ("ls", {"path": "/project"}),
+                           ("grep", {"pattern": "hi", "path": "/project"}))
+    assert result.status == "done", result.pending
+    assert env.last_tool_texts()[0] == "     1\thi"
+
+
+async def test_P1_ask_rule_on_a_tool_name_glob_names_rule_and_line(tmp_path):
+    text = "model: demo\npermissions:\n  rules:\n    - {ask: invoke, tool: 'delegate_to_*'}\n"
+    env = Env(tmp_path, PermissionsMiddleware(rules(text), default="allow"))
+    delegated.clear()
+    result = await env.run(("delegate_to_researcher", {"task": "look"}))
+    assert result.status == "interrupted"
+    [q] = result.pending
+    assert q.payload["reason"] == ("invoke delegate_to_researcher matches 'ask invoke delegate_to_*' "
+                                   "(workbench.yaml line 4)")
+    assert delegated == []
+
+
+def test_glob_matching_of_paths_and_tools():
+    assert match_path("/project/**", "/project/a/b/c.py") and match_path("/project/**", "/project")
+    assert match_path("/project/*.md", "/project/a.md") and not match_path("/project/*.md", "/project/d/a.md")
+    assert match_path("/project/?.md", "/project/a.md") and not match_path("/project/?.md", "/project/ab.md")
+    assert match_path("/project/**/*.py", "/project/x.py") and match_path("/project/**/*.py", "/project/a/b/x.py")
+    assert match_path("/project/.git/**", "/project/src/../.git/config")  # normalized before matching
+    assert not match_path("/project/**", "/projectile/a")
+    assert match_tool("delegate_to_*", "delegate_to_x") and not match_tool("delegate_to_*", "write_file")
+
+
+# -- P3 decisions -----------------------------------------------------------------------------------------
+
+
+async def test_P3_default_ask_for_write_interrupts_with_a_tool_approval(tmp_path):
+    env = Env(tmp_path)
+    result = await env.run(WRITE)
+    assert result.status == "interrupted"
+    [q] = result.pending
+    assert q.kind == "tool_approval" and q.id.startswith("approval-") and q.call_id and q.id == f"approval-{q.call_id}"
+    assert q.payload["tool"] == "write_file"
+    assert q.payload["arguments"] == WRITE[1]
+    assert q.payload["reason"] == "write /project/notes.md: ask (default for writes)"
+    assert not env.notes.exists()
+
+
+async def test_P3_approve_runs_the_call(tmp_path):
+    env = Env(tmp_path)
+    result = await env.run(WRITE)
+    result = await env.engine.resume("t", {result.pending[0].id: "approve"})
+    assert result.status == "done"
+    assert env.notes.read_text() == "hello\n"
+    assert env.last_tool_texts() == ["Wrote /project/notes.md (6 bytes)."]
+
+
+async def test_P3_reject_tells_the_model_the_message_and_writes_nothing(tmp_path):
+    env = Env(tmp_path)
+    result = await env.run(WRITE)
+    result = await env.engine.resume("t", {result.pending[0].id: {"decision": "reject", "message": "not in notes"}})
+    assert result.status == "done"
+    [out] = env.last_tool_texts()
+    assert "Rejected" in out and "not in notes" in out
+    assert not env.notes.exists()
+
+
+async def test_P3_edit_runs_the_call_with_the_edited_arguments(tmp_path):
+    env = Env(tmp_path)
+    result = await env.run(WRITE)
+    edited = {"path": "/project/notes.md", "content": "edited by the user\n"}
+    result = await env.engine.resume("t", {result.pending[0].id: {"decision": "edit", "arguments": edited}})
+    assert result.status == "done"
+    assert env.notes.read_text() == "edited by the user\n"
+
+
+async def test_P3_edit_cannot_escape_a_deny_rule(tmp_path):
+    env = Env(tmp_path, PermissionsMiddleware(rules("permissions:\n  rules:\n    - {deny: write, path: '/project/.git/**'}\n")))
+    result = await env.run(WRITE)
+    edited = {"path": "/project/.git/config", "content": "x"}
+    result = await env.engine.resume("t", {result.pending[0].id: {"decision": "edit", "arguments": edited}})
+    [out] = env.last_tool_texts()
+    assert out.startswith("Denied: ") and "deny write /project/.git/**" in out
+    assert not (env.ws / ".git" / "config").exists()
+
+
+async def test_P3_respond_answers_in_place_of_the_tool(tmp_path):
+    env = Env(tmp_path)
+    result = await env.run(WRITE)
+    result = await env.engine.resume("t", {result.pending[0].id: {"decision": "respond",
+                                                                   "message": "The notes live in the wiki."}})
+    assert result.status == "done"
+    assert env.last_tool_texts() == ["The notes live in the wiki."]
+    assert not env.notes.exists()
+
+
+# -- P4 rejection memory ------------------------------------------------------------------------------------
+
+
+async def test_P4_a_rejected_call_is_not_asked_again_in_the_run_but_is_in_a_new_run(tmp_path):
+    env = Env(tmp_path)
+    env.model.add(tool_reply(WRITE), tool_reply(WRITE), reply("ok, I give up"))
+    result = await env.engine.run("t", "go")
+    assert result.status == "interrupted"
+    result = await env.engine.resume("t", {result.pending[0].id: {"decision": "reject", "message": "no"}})
+    assert result.status == "done", result.pending  # the retry was refused without asking
+    [out] = env.last_tool_texts()
+    assert "already rejected" in out
+    assert not env.notes.exists()
+    result = await env.run(WRITE)  # a new run asks again
+    assert result.status == "interrupted"
+    assert result.pending[0].payload["tool"] == "write_file"
+
+
+# -- P3 "always" ---------------------------------------------------------------------------------------------
+
+
+async def test_P3_always_session_allows_the_same_resources_later_in_the_thread(tmp_path):
+    env = Env(tmp_path)
+    result = await env.run(WRITE)
+    result = await env.engine.resume("t", {result.pending[0].id: {"decision": "approve", "always": "session"}})
+    assert result.status == "done"
+    saved = env.store.latest_checkpoint("t").state["permission_rules"]
+    assert {"effect": "allow", "action": "write", "pattern": "/project/notes.md"} in saved
+    # A later run, same resources: not asked.
+    result = await env.run(("write_file", {"path": "/project/notes.md", "content": "again\n"}))
+    assert result.status == "done" and not result.pending
+    assert env.notes.read_text() == "again\n"
+    # Other resources still ask, and so does another thread.
+    result = await env.run(("write_file", {"path": "/project/other.md", "content": "x"}))
+    assert result.status == "interrupted"
+    result = await env.run(WRITE, thread="t2")
+    assert result.status == "interrupted"
+
+
+async def test_P3_always_session_never_beats_deny_but_beats_ask(tmp_path):
+    text = "permissions:\n  rules:\n    - {ask: write, path: '/project/**'}\n    - {deny: write, path: '/project/locked/**'}\n"
+    env = Env(tmp_path, PermissionsMiddleware(rules(text)))
+    result = await env.run(WRITE)
+    result = await env.engine.resume("t", {result.pending[0].id: {"decision": "approve", "always": "session"}})
+    assert result.status == "done"
+    result = await env.run(WRITE)
+    assert result.status == "done" and not result.pending  # session allow beat the configured ask
+    verdict = env.perms.judge("write", "/project/locked/a", session=[
+        PermissionRule("allow", "write", "/project/**")])
+    assert verdict.effect == "deny"
+
+
+async def test_P3_always_project_saves_the_rule_and_a_reloaded_config_allows_it(tmp_path):
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    cfg = ws / "workbench.yaml"
+    cfg.write_text("# my workspace\nmodel: demo\npermissions:\n  rules:\n"
+                   "    - {allow: read, path: '/**'}  # reads are fine\n")
+    env = Env(tmp_path, PermissionsMiddleware.from_config(load_config(ws), project_config=cfg))
+    result = await env.run(WRITE)
+    result = await env.engine.resume("t", {result.pending[0].id: {"decision": "approve", "always": "project"}})
+    assert result.status == "done"
+    text = cfg.read_text()
+    assert text.startswith("# my workspace\nmodel: demo\n") and "# reads are fine" in text
+    saved = load_config(ws).permissions.rules
+    assert [str(r) for r in saved] == ["allow read /**", "allow write /project/notes.md"]
+    assert saved[1].line == 6
+    # A fresh middleware from the reloaded config, on a new thread of a new engine: not asked.
+    env.notes.unlink()
+    fresh = Env(tmp_path, PermissionsMiddleware.from_config(load_config(ws), project_config=cfg),
+                store=Store(tmp_path / "other.sqlite3"))
+    result = await fresh.run(WRITE, thread="new")
+    assert result.status == "done" and not result.pending
+    assert env.notes.read_text() == "hello\n"
+    result = await fresh.run(("write_file", {"path": "/project/b.md", "content": "x"}), thread="new")
+    assert result.status == "interrupted"
+
+
+async def test_P3_always_project_creates_the_file_when_missing(tmp_path):
+    cfg = tmp_path / "ws" / "workbench.yaml"
+    env = Env(tmp_path, PermissionsMiddleware(rules("model: demo\n"), project_config=cfg))
+    result = await env.run(("delegate_to_researcher", {"task": "t"}))
+    assert result.status == "interrupted"
+    result = await env.engine.resume("t", {result.pending[0].id: {"decision": "approve", "always": "project"}})
+    assert result.status == "done"
+    saved = [str(r) for r in load_config(cfg.parent).permissions.rules]
+    assert saved == ["allow read /**", "allow invoke delegate_to_researcher"]
+
+
+async def test_P3_always_project_keeps_the_session_rule_when_the_file_cant_be_written(tmp_path, caplog):
+    cfg = tmp_path / "ws" / "workbench.yaml"
+    cfg.parent.mkdir()
+    cfg.write_text("permissions: [1, 2]\n")  # not something we can append to
+    env = Env(tmp_path, PermissionsMiddleware(rules("model: demo\n"), project_config=cfg))
+    result = await env.run(WRITE)
+    result = await env.engine.resume("t", {result.pending[0].id: {"decision": "approve", "always": "project"}})
+    assert result.status == "done"
+    assert cfg.read_text() == "permissions: [1, 2]\n"
+    assert "could not save the permission rule" in caplog.text
+    result = await env.run(WRITE)
+    assert result.status == "done" and not result.pending
+
+
+# -- M5 / M6 ---------------------------------------------------------------------------------------------------
+
+
+class HideWrites(AgentMiddleware):
+    """Filters write_file out of the tools offered (not a permission control, M5)."""
+
+    async def wrap_model_call(self, request, call_next, ctx):
+        return await call_next(request.replace(tools=tuple(t for t in request.tools if t.name != "write_file")))
+
+
+async def test_M5_a_tool_not_offered_still_goes_through_the_permission_check(tmp_path):
+    perms = PermissionsMiddleware(rules("permissions:\n  rules:\n    - {deny: invoke, tool: 'write_*'}\n"),
+                                  default="allow")
+    env = Env(tmp_path, perms, extra=[HideWrites()])
+    result = await env.run(WRITE)
+    assert "write_file" not in {t.name for t in env.model.requests[0].tools}
+    assert result.status == "done"
+    [out] = env.last_tool_texts()
+    assert out.startswith("Denied: ") and "'deny invoke write_*' (workbench.yaml line 3)" in out
+    assert not env.notes.exists()

@@ -1,0 +1,348 @@
+"""Skills (DESIGN §4, S1–S6) through the real engine, store and host backend, plus ``scan_skills``."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from workbench.backends.base import BackendIOError, FileBackend, FileInfo, GrepMatch
+from workbench.backends.composite import CompositeBackend
+from workbench.backends.host import HostBackend
+from workbench.engine.agent import Agent, Engine
+from workbench.engine.middleware import AgentMiddleware, Section
+from workbench.engine.models.scripted import ScriptedModel, reply, tool_reply
+from workbench.engine.store import Store
+from workbench.engine.tokens import estimate_tokens
+from workbench.engine.tools import Tool, schema
+from workbench.errors import ModelError
+from workbench.harness.skills import (
+    FRONTMATTER_MAX_CHARS,
+    SkillFormatError,
+    SkillsMiddleware,
+    parse_skill,
+    scan_skills,
+)
+
+SOURCES = ["/user/skills", "/project/skills"]
+
+
+async def _echo(args: dict[str, Any], ctx: Any) -> str:
+    return "echoed"
+
+
+ECHO = Tool("echo", "Echo.", schema({"x": {"type": "string"}}), _echo, changes_outside=False)
+
+
+@pytest.fixture
+def dirs(tmp_path: Path) -> tuple[Path, Path]:
+    user, project = tmp_path / "user", tmp_path / "project"
+    user.mkdir()
+    project.mkdir()
+    return user, project
+
+
+def backend_for(dirs: tuple[Path, Path]) -> CompositeBackend:
+    return CompositeBackend({"/user": HostBackend(dirs[0]), "/project": HostBackend(dirs[1])})
+
+
+def skill(root: Path, folder: str, name: str | None = None, description: str = "Does things.",
+          extra: str = "", body: str = "# Body\nSteps.\n") -> Path:
+    d = root / "skills" / folder
+    d.mkdir(parents=True, exist_ok=True)
+    fm = f"name: {name or folder}\ndescription: {description}\n{extra}"
+    (d / "SKILL.md").write_text(f"---\n{fm}---\n{body}")
+    return d / "SKILL.md"
+
+
+def make(tmp_path: Path, model: ScriptedModel, middleware: list[AgentMiddleware], backend: Any,
+         tools: tuple[Tool, ...] = (ECHO,)) -> Engine:
+    agent = Agent(model, instructions="BASE", middleware=middleware, tools=tools, backend=backend)
+    return Engine(agent, Store(tmp_path / "threads.sqlite3"))
+
+
+def reports(engine: Engine, thread: str = "t") -> list[dict[str, Any]]:
+    return [e.data for e in engine.store.events(thread, types={"documents_reported"})
+            if e.data.get("source") == "skills"]
+
+
+def by_path(report: dict[str, Any]) -> dict[str, str]:
+    return {d["path"]: d["fate"] for d in report["documents"]}
+
+
+class Volatile(AgentMiddleware):
+    async def sections(self, ctx):
+        return (Section("volatile", "VOLATILE SECTION", cacheable=False),)
+
+
+# -- S1 ----------------------------------------------------------------------------------------------------
+async def test_S1_lists_name_description_and_path_in_one_cacheable_section(tmp_path, dirs):
+    skill(dirs[0], "pdf", description="Fill in PDF forms.")
+    skill(dirs[1], "release", description="Cut a release of this project.")
+    from workbench.harness.files import FilesMiddleware
+
+    backend = backend_for(dirs)
+    model = ScriptedModel([tool_reply(("read_file", {"path": "/project/skills/release/SKILL.md"})), reply("ok")])
+    stack = [Volatile(), FilesMiddleware(backend), SkillsMiddleware(SOURCES)]
+    engine = make(tmp_path, model, stack, backend, tools=())
+    assert (await engine.run("t", "release it")).status == "done"
+    system = model.requests[0].system
+    assert "read_file" in system  # how to load a skill
+    i_pdf = system.index("- pdf: Fill in PDF forms.\n  SKILL.md: /user/skills/pdf/SKILL.md")
+    i_rel = system.index("- release: Cut a release of this project.\n  SKILL.md: /project/skills/release/SKILL.md")
+    assert system.index("BASE") < i_pdf < i_rel < system.index("VOLATILE SECTION")  # cacheable first
+    assert "# Body" not in system  # only the frontmatter is listed
+    # the model loads the skill with read_file on the listed path, over the same backend
+    loaded = [m for m in model.requests[1].messages if m.role == "tool"][0].content
+    assert "# Body" in loaded and "Steps." in loaded
+    (report,) = reports(engine)
+    assert by_path(report) == {"/user/skills/pdf/SKILL.md": "listed", "/project/skills/release/SKILL.md": "listed"}
+
+
+# -- S2 ----------------------------------------------------------------------------------------------------
+async def test_S2_read_on_first_model_call_and_kept_for_the_run(tmp_path, dirs):
+    skill(dirs[1], "alpha")
+
+    def first(request):
+        skill(dirs[1], "beta", description="Added during the run.")
+        return tool_reply(("echo", {"x": "1"}))
+
+    model = ScriptedModel([first, reply("done"), reply("next")])
+    engine = make(tmp_path, model, [SkillsMiddleware(SOURCES)], backend_for(dirs))
+    await engine.run("t", "one")
+    assert "- alpha:" in model.requests[1].system and "- beta:" not in model.requests[1].system
+    assert len(reports(engine)) == 1
+    await engine.run("t", "two")
+    assert "- beta: Added during the run." in model.requests[2].system
+    assert len(reports(engine)) == 2
+
+
+async def test_S2_a_recovered_run_scans_again(tmp_path, dirs):
+    skill(dirs[1], "alpha")
+    model = ScriptedModel([tool_reply(("echo", {"x": "1"})), ModelError("down"), reply("done")])
+    engine = make(tmp_path, model, [SkillsMiddleware(SOURCES)], backend_for(dirs))
+    assert (await engine.run("t", "go")).status == "failed"
+    skill(dirs[1], "beta", description="Added before recover.")
+    assert (await engine.recover("t")).status == "done"
+    assert "- beta: Added before recover." in model.requests[2].system
+
+
+# -- S3 ----------------------------------------------------------------------------------------------------
+async def test_S3_a_later_source_replaces_an_earlier_skill_of_the_same_name(tmp_path, dirs):
+    skill(dirs[0], "deploy", description="The user's deploy.")
+    skill(dirs[1], "deploy", description="The project's deploy.")
+    skill(dirs[0], "other", description="Only the user's.")
+    model = ScriptedModel([reply("ok")])
+    engine = make(tmp_path, model, [SkillsMiddleware(SOURCES)], backend_for(dirs))
+    await engine.run("t", "hi")
+    system = model.requests[0].system
+    assert "The project's deploy." in system and "The user's deploy." not in system
+    assert "Only the user's." in system
+    docs = {d["path"]: d for d in reports(engine)[0]["documents"]}
+    shadowed = docs["/user/skills/deploy/SKILL.md"]
+    assert shadowed["fate"] == "shadowed" and shadowed["name"] == "deploy"
+    assert "/project/skills/deploy/SKILL.md" in shadowed["reason"]
+
+
+# -- S4 ----------------------------------------------------------------------------------------------------
+async def test_S4_at_most_max_skills_listed_and_descriptions_cut(tmp_path, dirs):
+    for i in range(5):
+        skill(dirs[1], f"s{i}", description="word " * 100)
+    model = ScriptedModel([reply("ok")])
+    engine = make(tmp_path, model, [SkillsMiddleware(SOURCES, max_skills=3, max_description_chars=20)],
+                  backend_for(dirs))
+    await engine.run("t", "hi")
+    system = model.requests[0].system
+    assert [f"- s{i}:" in system for i in range(5)] == [True, True, True, False, False]
+    line = next(line for line in system.splitlines() if line.startswith("- s0: "))
+    description = line[len("- s0: "):]
+    assert len(description) == 20 and description.endswith("…")
+    fates = by_path(reports(engine)[0])
+    assert fates["/project/skills/s3/SKILL.md"] == "unlisted" and fates["/project/skills/s4/SKILL.md"] == "unlisted"
+
+
+async def test_S4_section_bounded_by_max_section_tokens(tmp_path, dirs):
+    for i in range(30):
+        skill(dirs[1], f"skill{i:02d}", description=f"Description number {i} " + "detail " * 30)
+    model = ScriptedModel([reply("ok")])
+    engine = make(tmp_path, model, [SkillsMiddleware(SOURCES, max_section_tokens=300)], backend_for(dirs))
+    await engine.run("t", "hi")
+    system = model.requests[0].system
+    section = system[system.index("# Skills"):]
+    assert estimate_tokens(section) <= 300
+    fates = by_path(reports(engine)[0])
+    listed = [p for p, f in fates.items() if f == "listed"]
+    unlisted = [p for p, f in fates.items() if f == "unlisted"]
+    assert listed and unlisted and len(listed) + len(unlisted) == 30
+    assert all(f"- {p.split('/')[3]}:" not in system for p in unlisted)
+
+
+async def test_S4_at_most_max_scanned_folders_examined(dirs):
+    for i in range(4):
+        skill(dirs[0], f"u{i}")
+        skill(dirs[1], f"p{i}")
+    scan = await scan_skills(backend_for(dirs), SOURCES, max_scanned=6)
+    assert scan.scanned == 6
+    assert [s.name for s in scan.skills] == ["u0", "u1", "u2", "u3", "p0", "p1"]
+    (note,) = scan.skipped
+    assert note.fate == "unlisted" and note.path == "/project/skills" and "max_scanned (6)" in note.reason
+
+
+async def test_S4_only_the_frontmatter_within_the_fixed_limit_is_read(dirs):
+    skill(dirs[1], "ok", body="SECRET BODY " * 10_000)
+    d = dirs[1] / "skills" / "late"
+    d.mkdir()
+    (d / "SKILL.md").write_text("---\nname: late\ndescription: x\n" + "# padding\n" * (FRONTMATTER_MAX_CHARS // 10) + "---\n")
+    scan = await scan_skills(backend_for(dirs), SOURCES)
+    assert [s.name for s in scan.skills] == ["ok"]
+    (bad,) = scan.skipped
+    assert bad.fate == "malformed" and str(FRONTMATTER_MAX_CHARS) in bad.reason
+    assert "SECRET" not in repr(scan)
+
+
+# -- S5 ----------------------------------------------------------------------------------------------------
+async def test_S5_allowed_tools_parsed_and_shown_not_enforced_by_default(tmp_path, dirs):
+    skill(dirs[1], "safe", extra="allowed-tools: read_file, grep\n")
+    skill(dirs[1], "listy", extra="allowed-tools: [ls, glob]\nlicense: MIT\nmetadata: {author: me}\n")
+    scan = await scan_skills(backend_for(dirs), SOURCES)
+    info = {s.name: s for s in scan.skills}
+    assert info["safe"].allowed_tools == ("read_file", "grep")
+    assert info["listy"].allowed_tools == ("ls", "glob")
+    assert info["listy"].license == "MIT" and info["listy"].metadata == {"author": "me"}
+
+    from workbench.harness.files import FilesMiddleware
+
+    backend = backend_for(dirs)
+    model = ScriptedModel([tool_reply(("read_file", {"path": "/project/skills/safe/SKILL.md"})),
+                           tool_reply(("echo", {"x": "1"})), reply("done")])
+    engine = make(tmp_path, model, [FilesMiddleware(backend), SkillsMiddleware(SOURCES)], backend)
+    await engine.run("t", "hi")
+    assert "allowed-tools: read_file, grep" in model.requests[0].system
+    assert [m.content for m in model.requests[2].messages if m.role == "tool"][-1] == "echoed"
+
+
+async def test_S5_enforcing_allowed_tools_is_opt_in(tmp_path, dirs):
+    skill(dirs[1], "safe", extra="allowed-tools: read_file grep\n")
+    from workbench.harness.files import FilesMiddleware
+
+    backend = backend_for(dirs)
+    model = ScriptedModel([tool_reply(("echo", {"x": "before"})),
+                           tool_reply(("read_file", {"path": "/project/skills/safe/SKILL.md"})),
+                           tool_reply(("echo", {"x": "after"})), reply("done")])
+    stack = [FilesMiddleware(backend), SkillsMiddleware(SOURCES, enforce_allowed_tools=True)]
+    engine = make(tmp_path, model, stack, backend)
+    await engine.run("t", "hi")
+    results = [m for m in model.requests[3].messages if m.role == "tool"]
+    assert results[0].content == "echoed"  # no skill loaded yet
+    assert results[2].content.startswith("Denied:") and "safe" in results[2].content
+    assert results[2].meta["status"] == "denied"
+
+
+# -- S6 ----------------------------------------------------------------------------------------------------
+async def test_S6_missing_source_and_folder_without_skill_md_are_skipped_silently(tmp_path, dirs):
+    (dirs[1] / "skills" / "empty").mkdir(parents=True)
+    skill(dirs[1], "real")
+    model = ScriptedModel([reply("ok")])
+    engine = make(tmp_path, model, [SkillsMiddleware(["/user/nothing-here", *SOURCES])], backend_for(dirs))
+    assert (await engine.run("t", "hi")).status == "done"
+    assert by_path(reports(engine)[0]) == {"/project/skills/real/SKILL.md": "listed"}
+
+
+async def test_S6_bad_skills_are_reported_and_never_fail_the_run(tmp_path, dirs):
+    skill(dirs[1], "good")
+    for folder, text in {
+        "nofm": "# just markdown\n",
+        "badyaml": "---\nname: [unclosed\n---\n",
+        "noname": "---\ndescription: x\n---\n",
+        "nodesc": "---\nname: nodesc\n---\n",
+        "badtools": "---\nname: t\ndescription: d\nallowed-tools: {a: 1}\n---\n",
+    }.items():
+        (dirs[1] / "skills" / folder).mkdir()
+        (dirs[1] / "skills" / folder / "SKILL.md").write_text(text)
+    (dirs[1] / "skills" / "binary").mkdir()
+    (dirs[1] / "skills" / "binary" / "SKILL.md").write_bytes(b"\xff\xfe\x00garbage")
+    (dirs[1] / "skills" / "dir" / "SKILL.md").mkdir(parents=True)
+    backend = CompositeBackend({"/project": HostBackend(dirs[1])})  # /user/skills: no mount, refused
+    model = ScriptedModel([reply("ok")])
+    engine = make(tmp_path, model, [SkillsMiddleware(SOURCES)], backend)
+    assert (await engine.run("t", "hi")).status == "done"
+    assert "- good:" in model.requests[0].system
+    docs = {d["path"]: d for d in reports(engine)[0]["documents"]}
+    assert {p: d["fate"] for p, d in docs.items()} == {
+        "/project/skills/good/SKILL.md": "listed",
+        "/user/skills": "refused",
+        "/project/skills/nofm/SKILL.md": "malformed",
+        "/project/skills/badyaml/SKILL.md": "malformed",
+        "/project/skills/noname/SKILL.md": "malformed",
+        "/project/skills/nodesc/SKILL.md": "malformed",
+        "/project/skills/badtools/SKILL.md": "malformed",
+        "/project/skills/binary/SKILL.md": "unreadable",
+        "/project/skills/dir/SKILL.md": "unreadable",
+    }
+    assert all(d["reason"] for p, d in docs.items() if d["fate"] != "listed")
+
+
+class Broken(FileBackend):
+    """``list`` works; ``read`` raises a real I/O error while ``broken``."""
+
+    def __init__(self, inner: FileBackend) -> None:
+        self.inner = inner
+        self.broken = True
+
+    async def read(self, path: str) -> str:
+        if self.broken:
+            raise BackendIOError(path, "input/output error")
+        return await self.inner.read(path)
+
+    async def write(self, path: str, content: str) -> None:
+        await self.inner.write(path, content)
+
+    async def edit(self, path: str, old: str, new: str, replace_all: bool = False) -> int:
+        return await self.inner.edit(path, old, new, replace_all)
+
+    async def list(self, path: str) -> list[FileInfo]:
+        return await self.inner.list(path)
+
+    async def glob(self, pattern: str, path: str = "/") -> list[str]:
+        return await self.inner.glob(pattern, path)
+
+    async def grep(self, pattern: str, path: str = "/", glob: str | None = None) -> list[GrepMatch]:
+        return await self.inner.grep(pattern, path, glob)
+
+    async def stat(self, path: str) -> FileInfo:
+        return await self.inner.stat(path)
+
+
+async def test_S6_a_backend_error_fails_the_step_and_recover_runs_it_again(tmp_path, dirs):
+    skill(dirs[1], "alpha")
+    broken = Broken(HostBackend(dirs[1]))
+    model = ScriptedModel([reply("done")])
+    engine = make(tmp_path, model, [SkillsMiddleware(SOURCES)], CompositeBackend({"/project": broken}))
+    failed = await engine.run("t", "hi")
+    assert failed.status == "failed" and "input/output error" in (failed.error or "")
+    assert model.calls == 0
+    broken.broken = False
+    assert (await engine.recover("t")).status == "done"
+    assert "- alpha:" in model.requests[0].system
+
+
+# -- the public scan API -----------------------------------------------------------------------------------
+async def test_scan_skills_for_the_skills_panel(dirs):
+    skill(dirs[0], "a", description="User A.")
+    skill(dirs[1], "b", description="Project B.")
+    scan = await scan_skills(backend_for(dirs), SOURCES)
+    assert [(s.name, s.description, s.path, s.source) for s in scan.skills] == [
+        ("a", "User A.", "/user/skills/a/SKILL.md", "/user/skills"),
+        ("b", "Project B.", "/project/skills/b/SKILL.md", "/project/skills"),
+    ]
+    assert scan.skipped == [] and [d["fate"] for d in scan.documents()] == ["listed", "listed"]
+
+
+def test_parse_skill_requires_name_and_description():
+    ok = parse_skill("---\nname: x\ndescription: >\n  folded\n  text\n---\nbody", "/s/x/SKILL.md", "/s")
+    assert ok.description == "folded text"
+    with pytest.raises(SkillFormatError):
+        parse_skill("---\nname: ''\ndescription: d\n---\n", "/p", "/s")
+    with pytest.raises(SkillFormatError):
+        parse_skill("---\nname: x\ndescription: d\n", "/p", "/s")  # never closed

@@ -1,0 +1,423 @@
+"""Permissions (P1–P4, M6): allow / ask / deny rules checked around every tool call.
+
+Every validated call is turned into resources (P2): ``("invoke", tool)`` plus ``("read"|"write",
+path)`` for file tools. Each resource is judged by the rules; the call runs only if every resource
+is allowed. Order of evaluation, per resource:
+
+1. a configured ``deny`` rule → the call is refused with ``Denied: …`` (an approval never lifts it);
+2. a *session* allow rule (an "always" approval, kept in state key ``permission_rules``) → allowed —
+   an "always" must stop the asking, so session rules beat configured ``ask`` rules, never ``deny``;
+3. a configured ``ask`` rule → ``NeedsApproval`` (unless the call was approved);
+4. a configured ``allow`` rule → allowed;
+5. otherwise the ``default`` — except where it would only be noise (P1: "ask out of the box for
+   writes and for tools that change the outside world"): invoking a read-only tool
+   (``changes_outside=False``) or a tool whose call names a path is allowed, leaving the decision to
+   the path's read/write resource; and under the ``ask`` default, reads are allowed.
+
+Patterns: paths are globs over normalized virtual paths (``**`` any depth, ``*`` and ``?`` within one
+segment, ``[abc]`` classes; a pattern without a leading ``/`` matches at any depth); tool patterns are
+``fnmatch`` globs on the tool name.
+
+"Always" (P3): when an approval says ``always: "session"`` the resources that asked become exact allow
+rules in the thread's state; ``always: "project"`` also appends them to the workspace's
+``workbench.yaml`` (``permissions.rules``), keeping the rest of the file as it is.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import json
+import logging
+import os
+import re
+import tempfile
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+import yaml
+from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
+
+from workbench.backends.base import BackendRefusal, normalize
+from workbench.config import CONFIG_FILENAME, EFFECTS, PermissionRule, default_permission_rules, parse_config
+from workbench.engine.messages import ToolCall
+from workbench.engine.middleware import AgentMiddleware, CallTool, HookContext, Question, ToolContext
+from workbench.engine.tools import NeedsApproval, Tool, ToolOutcome
+from workbench.errors import ConfigError
+
+__all__ = [
+    "PermissionsMiddleware",
+    "Verdict",
+    "append_rules_to_config",
+    "exact_pattern",
+    "match_path",
+    "match_tool",
+]
+
+log = logging.getLogger(__name__)
+
+SESSION_KEY = "permission_rules"
+
+
+# ------------------------------------------------------------------------------------------ matching
+
+
+def _segment_regex(seg: str) -> str:
+    """One path segment of a glob as a regex: ``*``, ``?``, ``[…]`` never cross ``/``."""
+    out: list[str] = []
+    i, n = 0, len(seg)
+    while i < n:
+        c = seg[i]
+        if c == "*":
+            while i + 1 < n and seg[i + 1] == "*":
+                i += 1
+            out.append("[^/]*")
+        elif c == "?":
+            out.append("[^/]")
+        elif c == "[":
+            j = i + 1
+            if j < n and seg[j] in "!^":
+                j += 1
+            if j < n and seg[j] == "]":
+                j += 1
+            while j < n and seg[j] != "]":
+                j += 1
+            if j >= n:
+                out.append(re.escape(c))
+            else:
+                body = seg[i + 1 : j]
+                neg = body[:1] in ("!", "^")
+                if neg:
+                    body = body[1:]
+                body = body.replace("\\", "\\\\").replace("[", "\\[")
+                out.append(("[^/" if neg else "[") + body + "]")
+                i = j
+        else:
+            out.append(re.escape(c))
+        i += 1
+    return "".join(out)
+
+
+@lru_cache(maxsize=512)
+def _path_regex(pattern: str) -> re.Pattern[str]:
+    if not pattern.startswith("/"):
+        pattern = "/**/" + pattern
+    out: list[str] = []
+    for seg in (s for s in pattern.split("/") if s not in ("", ".")):
+        out.append("(?:/[^/]+)*" if seg == "**" else "/" + _segment_regex(seg))
+    return re.compile("".join(out), re.DOTALL)
+
+
+def _canonical(path: str) -> str:
+    """The normalized virtual path (``/a/../b`` → ``/b``), or the text as given if it isn't one."""
+    try:
+        return normalize(path)
+    except BackendRefusal:
+        return path
+
+
+def match_path(pattern: str, path: str) -> bool:
+    """True if virtual ``path`` (normalized first) matches the path glob ``pattern``."""
+    p = _canonical(path)
+    return _path_regex(pattern).fullmatch("" if p == "/" else p.rstrip("/")) is not None
+
+
+def match_tool(pattern: str, name: str) -> bool:
+    """True if a tool name matches an ``fnmatch`` pattern (case-sensitive)."""
+    return fnmatch.fnmatchcase(name, pattern)
+
+
+def exact_pattern(text: str) -> str:
+    """A glob that matches exactly ``text`` (``*``, ``?`` and ``[`` escaped as classes)."""
+    return re.sub(r"([*?\[])", r"[\1]", text)
+
+
+# ------------------------------------------------------------------------------------------ verdicts
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """The decision on one resource: ``effect`` and a human reason naming the rule (and its line)."""
+
+    action: str
+    target: str
+    effect: str  # allow | ask | deny
+    reason: str
+    rule: str | None = None
+    by_default: bool = False
+
+
+def _rule_from_dict(d: Mapping[str, Any]) -> PermissionRule | None:
+    try:
+        if d["effect"] not in EFFECTS:
+            return None
+        return PermissionRule(effect=d["effect"], action=d["action"], pattern=str(d["pattern"]), line=0)
+    except (KeyError, TypeError):
+        return None
+
+
+class PermissionsMiddleware(AgentMiddleware):
+    """Checks every tool call against permission rules (P1–P4). See the module docstring for the order.
+
+    ``rules`` and ``default`` come from ``PermissionsConfig``; ``project_config`` is the workspace's
+    ``workbench.yaml``, where ``always: "project"`` approvals are saved (None: session only).
+    """
+
+    writes = frozenset({SESSION_KEY})
+    state_defaults = {SESSION_KEY: []}
+
+    def __init__(self, rules: Sequence[PermissionRule] = (), default: str = "ask", *,
+                 project_config: Path | None = None) -> None:
+        if default not in EFFECTS:
+            raise ValueError(f"permissions default must be one of {', '.join(EFFECTS)}, not {default!r}")
+        self.rules: list[PermissionRule] = list(rules)
+        self.default = default
+        self.project_config = Path(project_config) if project_config is not None else None
+        # "always" decisions waiting for their approved call: (thread, call id) -> scope.
+        self._always: dict[tuple[str, str], str] = {}
+
+    @classmethod
+    def from_config(cls, config: Any, *, project_config: Path | None = None) -> PermissionsMiddleware:
+        """Build from a ``PermissionsConfig`` (or a ``WorkbenchConfig`` holding one)."""
+        perms = getattr(config, "permissions", config)
+        return cls(perms.rules, perms.default, project_config=project_config)
+
+    # ------------------------------------------------------------------------------------ judging
+
+    def _where(self, rule: PermissionRule) -> str:
+        if not rule.line:
+            return ""
+        name = self.project_config.name if self.project_config is not None else CONFIG_FILENAME
+        return f" ({name} line {rule.line})"
+
+    @staticmethod
+    def _matches(rule: PermissionRule, action: str, target: str) -> bool:
+        if rule.action != action:
+            return False
+        if action == "invoke":
+            return match_tool(rule.pattern, target)
+        return match_path(rule.pattern, target)
+
+    def session_rules(self, state: Mapping[str, Any]) -> list[PermissionRule]:
+        """The thread's "always" allow rules, from state."""
+        out = []
+        for d in state.get(SESSION_KEY) or []:
+            rule = _rule_from_dict(d) if isinstance(d, Mapping) else None
+            if rule is not None:
+                out.append(rule)
+        return out
+
+    def judge(self, action: str, target: str, *, tool: Tool | None = None, has_paths: bool = False,
+              session: Sequence[PermissionRule] = ()) -> Verdict:
+        """Decide one resource: deny, then session allow, then ask, then allow, then the default."""
+        if action != "invoke":
+            target = _canonical(target)
+        label = f"{action} {target}"
+        matching = [r for r in self.rules if self._matches(r, action, target)]
+        for r in matching:
+            if r.effect == "deny":
+                return Verdict(action, target, "deny", f"{label} matches '{r}'{self._where(r)}", str(r))
+        for r in session:
+            if r.effect == "allow" and self._matches(r, action, target):
+                return Verdict(action, target, "allow", f"{label}: allowed for this session ('{r}')", str(r))
+        for effect in ("ask", "allow"):
+            for r in matching:
+                if r.effect == effect:
+                    return Verdict(action, target, effect, f"{label} matches '{r}'{self._where(r)}", str(r))
+        if action == "invoke" and tool is not None and (has_paths or not tool.changes_outside):
+            why = "its paths decide" if has_paths else "read-only tool"
+            return Verdict(action, target, "allow", f"{label}: allow ({why})", None, True)
+        effect = self.default
+        if effect == "ask" and action == "read":
+            return Verdict(action, target, "allow", f"{label}: allow (reads are allowed by default)", None, True)
+        what = {"write": "writes", "read": "reads", "invoke": "tools that change the outside world"}[action]
+        if effect == "ask":
+            return Verdict(action, target, "ask", f"{label}: ask (default for {what})", "default: ask", True)
+        return Verdict(action, target, effect, f"{label}: {effect} (default)", f"default: {effect}", True)
+
+    def judge_call(self, tool: Tool, arguments: Mapping[str, Any], state: Mapping[str, Any]) -> list[Verdict]:
+        """Verdicts for every resource of one call (P2)."""
+        resources = tool.resources(dict(arguments))
+        has_paths = any(a != "invoke" for a, _ in resources)
+        session = self.session_rules(state)
+        return [self.judge(a, t, tool=tool, has_paths=has_paths, session=session) for a, t in resources]
+
+    # -------------------------------------------------------------------------------------- hooks
+
+    async def wrap_tool_call(self, call: ToolCall, ctx: ToolContext, call_next: CallTool) -> ToolOutcome | NeedsApproval:
+        tool = ctx.tool
+        if tool is None:  # validated calls always have one; nothing to judge otherwise
+            return await call_next(call, ctx)
+        verdicts = self.judge_call(tool, call.arguments or {}, ctx.state)
+        denied = [v for v in verdicts if v.effect == "deny"]
+        if denied:
+            return ToolOutcome.error("Denied: " + "; ".join(v.reason for v in denied)
+                                     + ". Do not retry this call; the user's rules refuse it.")
+        asked = [v for v in verdicts if v.effect == "ask"]
+        if asked:
+            if ctx.approved:
+                scope = self._always.pop((ctx.thread_id, call.id), None)
+                if scope is not None:
+                    self._remember(asked, scope, ctx)
+            else:
+                shown = [v for v in asked if not (v.action == "invoke" and v.by_default)] or asked
+                shown.sort(key=lambda v: v.action == "invoke")
+                return NeedsApproval("; ".join(v.reason for v in shown), shown[0].rule)
+        return await call_next(call, ctx)
+
+    async def on_decision(self, question: Question, decision: dict[str, Any], ctx: HookContext) -> None:
+        """An approval with ``always`` ("session" or "project") becomes allow rules (P3).
+
+        The rules are written when the approved call comes back through ``wrap_tool_call``, where its
+        tool and (possibly edited) arguments are known, so they cover exactly what asked.
+        """
+        if question.kind != "tool_approval" or not question.call_id:
+            return
+        if decision.get("decision") not in ("approve", "edit"):
+            return
+        scope = decision.get("always")
+        if scope is True:
+            scope = "session"
+        if scope in ("session", "project", "user"):
+            self._always[(ctx.thread_id, question.call_id)] = str(scope)
+
+    async def on_run_end(self, status: str, ctx: HookContext) -> None:
+        for key in [k for k in self._always if k[0] == ctx.thread_id]:
+            self._always.pop(key, None)
+
+    # -------------------------------------------------------------------------------------- always
+
+    def _remember(self, asked: Sequence[Verdict], scope: str, ctx: HookContext) -> None:
+        new = [PermissionRule(effect="allow", action=v.action, pattern=exact_pattern(v.target))  # type: ignore[arg-type]
+               for v in asked]
+        current = [dict(d) for d in (ctx.get(SESSION_KEY) or []) if isinstance(d, Mapping)]
+        seen = {(d.get("action"), d.get("pattern")) for d in current}
+        for r in new:
+            if (r.action, r.pattern) not in seen:
+                current.append({"effect": "allow", "action": r.action, "pattern": r.pattern})
+                seen.add((r.action, r.pattern))
+        ctx.write(SESSION_KEY, current)
+        if scope == "user":
+            log.warning("'always' for the user config is not supported yet; the rule is kept for this session")
+        if scope != "project":
+            return
+        if self.project_config is None:
+            log.warning("no workbench.yaml to save the 'always' rule to; it is kept for this session")
+            return
+        try:
+            lines = append_rules_to_config(self.project_config, new)
+        except (OSError, ConfigError, yaml.YAMLError) as e:
+            log.warning("could not save the permission rule to %s: %s; it is kept for this session",
+                        self.project_config, e)
+            return
+        for r, line in zip(new, lines):
+            self.rules.append(PermissionRule(effect=r.effect, action=r.action, pattern=r.pattern, line=line))
+
+
+# ---------------------------------------------------------------------------------- workbench.yaml
+
+
+def _rule_yaml(rule: PermissionRule) -> str:
+    key = "tool" if rule.action == "invoke" else "path"
+    return f"{{{rule.effect}: {rule.action}, {key}: {json.dumps(rule.pattern)}}}"
+
+
+def _last_end(node: Node) -> int:
+    """Index just after the last character that belongs to ``node`` (block nodes overreach)."""
+    if isinstance(node, ScalarNode) or getattr(node, "flow_style", False):
+        return node.end_mark.index
+    if isinstance(node, MappingNode) and node.value:
+        return _last_end(node.value[-1][1])
+    if isinstance(node, SequenceNode) and node.value:
+        return _last_end(node.value[-1])
+    return node.end_mark.index
+
+
+def _line_end(text: str, index: int) -> int:
+    nl = text.find("\n", index)
+    return len(text) if nl < 0 else nl
+
+
+def _is_null(node: Node) -> bool:
+    return isinstance(node, ScalarNode) and node.tag == "tag:yaml.org,2002:null"
+
+
+def _items(rules: Sequence[PermissionRule], indent: int) -> str:
+    return "".join("\n" + " " * indent + "- " + _rule_yaml(r) for r in rules)
+
+
+def _insert_rules(text: str, new: Sequence[PermissionRule]) -> str:
+    """``text`` with ``new`` appended to ``permissions.rules``; other lines and comments untouched."""
+    seed = list(default_permission_rules())  # an absent rules list means these; keep them
+    root = yaml.compose(text) if text.strip() else None
+    if root is None or (isinstance(root, ScalarNode) and _is_null(root)):
+        head = text if not text or text.endswith("\n") else text + "\n"
+        return head + "permissions:\n  rules:" + _items(seed + list(new), 4) + "\n"
+    if not isinstance(root, MappingNode) or root.flow_style:
+        raise ConfigError(f"{CONFIG_FILENAME}: the top level is not a block mapping; add the rule by hand")
+    perm_key = next(((k, v) for k, v in root.value if isinstance(k, ScalarNode) and k.value == "permissions"), None)
+    if perm_key is None:
+        head = text if text.endswith("\n") else text + "\n"
+        return head + "permissions:\n  rules:" + _items(seed + list(new), 4) + "\n"
+    key, perm = perm_key
+    base = key.start_mark.column
+    if _is_null(perm):
+        start, stop = perm.start_mark.index, perm.end_mark.index
+        return text[:start] + "\n" + " " * (base + 2) + "rules:" + _items(seed + list(new), base + 4) + text[stop:]
+    if not isinstance(perm, MappingNode) or perm.flow_style:
+        raise ConfigError(f"{CONFIG_FILENAME}: 'permissions' is not a block mapping; add the rule by hand")
+    rules_kv = next(((k, v) for k, v in perm.value if isinstance(k, ScalarNode) and k.value == "rules"), None)
+    inner = perm.value[0][0].start_mark.column if perm.value else base + 2
+    if rules_kv is None:
+        end = _line_end(text, _last_end(perm))
+        return text[:end] + "\n" + " " * inner + "rules:" + _items(seed + list(new), inner + 2) + text[end:]
+    rkey, rules = rules_kv
+    if isinstance(rules, SequenceNode) and not rules.flow_style and rules.value:
+        first = rules.value[0]
+        line_start = text.rfind("\n", 0, first.start_mark.index) + 1
+        dash = text.rfind("-", line_start, first.start_mark.index)
+        indent = dash - line_start if dash >= 0 else rkey.start_mark.column + 2
+        end = _line_end(text, _last_end(rules))
+        return text[:end] + _items(new, indent) + text[end:]
+    if _is_null(rules):
+        existing: list[PermissionRule] = seed
+    elif isinstance(rules, SequenceNode):
+        existing = list(parse_config(text).permissions.rules)
+    else:
+        raise ConfigError(f"{CONFIG_FILENAME}: 'permissions.rules' is not a list; add the rule by hand")
+    start, stop = rules.start_mark.index, rules.end_mark.index
+    indent = rkey.start_mark.column + 2
+    return text[:start].rstrip(" ") + _items(existing + list(new), indent) + text[stop:]
+
+
+def append_rules_to_config(path: Path, rules: Sequence[PermissionRule]) -> list[int]:
+    """Append allow rules to ``permissions.rules`` of a workbench.yaml (created when missing).
+
+    The new text must still load (ConfigError otherwise, and the file is left alone); it is written
+    atomically. Returns each new rule's line number in the file.
+    """
+    path = Path(path)
+    text = path.read_text(encoding="utf-8") if path.exists() else ""
+    updated = _insert_rules(text, rules)
+    loaded = parse_config(updated, source=str(path)).permissions.rules
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".wb-", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8", newline="") as f:
+            f.write(updated)
+        os.chmod(tmp, path.stat().st_mode & 0o7777 if path.exists() else 0o644)
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise
+    lines: list[int] = []
+    pool = list(loaded)
+    for r in rules:
+        hits = [x for x in pool if (x.effect, x.action, x.pattern) == (r.effect, r.action, r.pattern)]
+        lines.append(hits[-1].line if hits else 0)
+    return lines

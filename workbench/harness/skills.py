@@ -1,0 +1,380 @@
+"""Skills: folders with a SKILL.md, listed by name and description in one cacheable section (S1–S6).
+
+``scan_skills`` finds the skills under the sources (the UI's Skills panel calls it too);
+``SkillsMiddleware`` scans on a run's first model call, caches the result for the run like the
+instruction files (S2, see ``instructions.RunCache``), lists the skills and reports every skipped
+one in a durable ``documents_reported`` event. Of each SKILL.md only its YAML frontmatter counts,
+and only within the first ``FRONTMATTER_MAX_CHARS`` characters (S4). The backend contract has no
+partial read, so a backend offering ``read_head(path, max_chars)`` is asked for just that much;
+others are read whole and cut.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import yaml
+
+from workbench.backends.base import BackendIOError, BackendRefusal, FileNotFound, join, looks_binary
+from workbench.engine.messages import ToolCall
+from workbench.engine.middleware import AgentMiddleware, CallTool, HookContext, Section, ToolContext
+from workbench.engine.tokens import estimate_tokens
+from workbench.engine.tools import NeedsApproval, ToolOutcome
+from workbench.harness.instructions import RunCache
+
+__all__ = [
+    "FRONTMATTER_MAX_CHARS",
+    "MAX_NAME_CHARS",
+    "SkillFormatError",
+    "SkillInfo",
+    "SkillScan",
+    "SkillsMiddleware",
+    "SkippedSkill",
+    "parse_skill",
+    "render_skills",
+    "scan_skills",
+]
+
+FRONTMATTER_MAX_CHARS = 4096
+"""The most characters of a SKILL.md examined for its frontmatter (S4)."""
+MAX_NAME_CHARS = 128
+SECTION_NAME = "skills"
+GUIDE = (
+    "# Skills\n"
+    "Skills are folders of instructions for particular tasks. When a task matches a skill's description, "
+    "load the skill first: call read_file on its SKILL.md path below, then follow it (it may point to "
+    "other files in its folder)."
+)
+
+# BackendIOError details that mean "this file is not readable text", not "the backend failed".
+_CONTENT_PROBLEMS = ("is a directory", "not a regular file", "not utf-8", "no text content")
+
+
+class SkillFormatError(ValueError):
+    """A SKILL.md whose frontmatter is missing, unterminated, not YAML, or lacks a required field."""
+
+
+@dataclass(frozen=True)
+class SkillInfo:
+    """One listed skill: its frontmatter fields and where its SKILL.md lives."""
+
+    name: str
+    description: str
+    path: str
+    source: str
+    allowed_tools: tuple[str, ...] = ()
+    license: str | None = None
+    metadata: Mapping[str, Any] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"name": self.name, "description": self.description, "path": self.path, "source": self.source,
+                "allowed_tools": list(self.allowed_tools), "license": self.license, "metadata": dict(self.metadata)}
+
+
+@dataclass(frozen=True)
+class SkippedSkill:
+    """A skill (or a source) not listed: fate is shadowed, malformed, unlisted, unreadable or refused."""
+
+    path: str
+    name: str
+    fate: str
+    reason: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"path": self.path, "name": self.name, "fate": self.fate, "reason": self.reason}
+
+
+@dataclass
+class SkillScan:
+    """What a scan found: the skills to list, in order, and the ones skipped."""
+
+    skills: list[SkillInfo] = field(default_factory=list)
+    skipped: list[SkippedSkill] = field(default_factory=list)
+    scanned: int = 0
+
+    def documents(self) -> list[dict[str, Any]]:
+        """Every skill named for a ``documents_reported`` event (no content)."""
+        listed = [{"path": s.path, "name": s.name, "fate": "listed", "reason": ""} for s in self.skills]
+        return listed + [s.to_dict() for s in self.skipped]
+
+
+# ------------------------------------------------------------------------------------------ parsing
+
+
+def _frontmatter(text: str) -> str:
+    """The YAML between a leading ``---`` line and the next ``---`` line, within the character limit."""
+    complete = len(text) <= FRONTMATTER_MAX_CHARS
+    head = text[:FRONTMATTER_MAX_CHARS]
+    if head.startswith("\ufeff"):
+        head = head[1:]
+    lines = head.split("\n")
+    if lines[0].rstrip() != "---":
+        raise SkillFormatError("SKILL.md does not start with a '---' frontmatter line")
+    for i in range(1, len(lines)):
+        if lines[i].rstrip() in ("---", "..."):
+            if i < len(lines) - 1 or complete:
+                return "\n".join(lines[1:i])
+            break
+    raise SkillFormatError(f"no closing '---' line within the first {FRONTMATTER_MAX_CHARS} characters")
+
+
+def _cut(text: str, limit: int) -> str:
+    """``text`` at most ``limit`` code points, with an ellipsis when cut."""
+    return text if len(text) <= limit else text[: max(limit - 1, 0)] + "…"
+
+
+def _tools(value: Any) -> tuple[str, ...]:
+    if value is None:
+        return ()
+    if isinstance(value, str):
+        return tuple(t for t in re.split(r"[\s,]+", value) if t)
+    if isinstance(value, list) and all(isinstance(t, str) for t in value):
+        return tuple(t.strip() for t in value if t.strip())
+    raise SkillFormatError("'allowed-tools' must be a list of tool names or a space- or comma-separated string")
+
+
+def parse_skill(text: str, path: str, source: str, *, max_description_chars: int = 1024) -> SkillInfo:
+    """Parse a SKILL.md's frontmatter into a SkillInfo; SkillFormatError says what is wrong."""
+    raw = _frontmatter(text)
+    try:
+        data = yaml.safe_load(raw)
+    except yaml.YAMLError as e:
+        first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+        raise SkillFormatError(f"the frontmatter is not valid YAML: {first}") from None
+    if not isinstance(data, dict):
+        raise SkillFormatError("the frontmatter is not a mapping of fields")
+    name = data.get("name")
+    if not isinstance(name, str) or not name.strip():
+        raise SkillFormatError("'name' is missing or not a non-empty string")
+    name = name.strip()
+    if "\n" in name or len(name) > MAX_NAME_CHARS:
+        raise SkillFormatError(f"'name' must be one line of at most {MAX_NAME_CHARS} characters")
+    description = data.get("description")
+    if not isinstance(description, str) or not description.strip():
+        raise SkillFormatError("'description' is missing or not a non-empty string")
+    description = _cut(" ".join(description.split()), max_description_chars)
+    license_ = data.get("license")
+    if license_ is not None and not isinstance(license_, str):
+        raise SkillFormatError("'license' must be a string")
+    metadata = data.get("metadata")
+    if metadata is None:
+        metadata = {}
+    if not isinstance(metadata, dict):
+        raise SkillFormatError("'metadata' must be a mapping")
+    return SkillInfo(
+        name=name,
+        description=description,
+        path=path,
+        source=source,
+        allowed_tools=_tools(data.get("allowed-tools")),
+        license=license_,
+        metadata={str(k): v for k, v in metadata.items()},
+    )
+
+
+# ------------------------------------------------------------------------------------------ scanning
+
+
+async def _read_head(backend: Any, path: str) -> str:
+    read_head = getattr(backend, "read_head", None)
+    if callable(read_head):
+        return await read_head(path, FRONTMATTER_MAX_CHARS + 1)
+    return (await backend.read(path))[: FRONTMATTER_MAX_CHARS + 1]
+
+
+def _content_problem(e: BackendIOError) -> bool:
+    detail = (e.detail or "").lower()
+    return any(p in detail for p in _CONTENT_PROBLEMS)
+
+
+async def scan_skills(
+    backend: Any,
+    sources: Sequence[str],
+    *,
+    max_skills: int = 64,
+    max_description_chars: int = 1024,
+    max_scanned: int = 512,
+) -> SkillScan:
+    """Find the skills under ``sources`` (S1, S3, S4, S6).
+
+    Sources in order, folders in path order; a later skill replaces an earlier one of the same name.
+    A missing source and a folder without SKILL.md are skipped silently; refused, malformed,
+    unreadable, shadowed and unlisted skills are in ``skipped``. A ``BackendIOError`` that is not
+    about the file's content propagates (the step fails).
+    """
+    scan = SkillScan()
+    found: dict[str, SkillInfo] = {}
+    if backend is None:
+        return scan
+    for source in sources:
+        try:
+            entries = await backend.list(source)
+        except FileNotFound:
+            continue
+        except BackendRefusal as e:
+            scan.skipped.append(SkippedSkill(source, "", "refused", e.detail or str(e)))
+            continue
+        folders = [e for e in entries if e.is_dir and not e.path.rstrip("/").rsplit("/", 1)[-1].startswith(".")]
+        for i, info in enumerate(folders):
+            if scan.scanned >= max_scanned:
+                left = len(folders) - i
+                scan.skipped.append(SkippedSkill(
+                    source, "", "unlisted",
+                    f"{left} folder(s) not examined: max_scanned ({max_scanned}) folders were examined"))
+                break
+            scan.scanned += 1
+            path = join(info.path.rstrip("/"), "SKILL.md")
+            try:
+                text = await _read_head(backend, path)
+            except FileNotFound:
+                continue
+            except BackendRefusal as e:
+                scan.skipped.append(SkippedSkill(path, "", "refused", e.detail or str(e)))
+                continue
+            except BackendIOError as e:
+                if not _content_problem(e):
+                    raise
+                scan.skipped.append(SkippedSkill(path, "", "unreadable", e.detail or str(e)))
+                continue
+            if looks_binary(text):
+                scan.skipped.append(SkippedSkill(path, "", "unreadable", "binary content"))
+                continue
+            try:
+                skill = parse_skill(text, path, source, max_description_chars=max_description_chars)
+            except SkillFormatError as e:
+                scan.skipped.append(SkippedSkill(path, "", "malformed", str(e)))
+                continue
+            previous = found.pop(skill.name, None)
+            if previous is not None:
+                scan.skipped.append(SkippedSkill(previous.path, previous.name, "shadowed",
+                                                 f"replaced by {skill.path}"))
+            found[skill.name] = skill
+    skills = list(found.values())
+    scan.skills = skills[:max_skills]
+    for s in skills[max_skills:]:
+        scan.skipped.append(SkippedSkill(s.path, s.name, "unlisted", f"over max_skills ({max_skills})"))
+    return scan
+
+
+def _entry(skill: SkillInfo) -> str:
+    lines = [f"- {skill.name}: {skill.description}", f"  SKILL.md: {skill.path}"]
+    if skill.allowed_tools:
+        lines.append("  allowed-tools: " + ", ".join(skill.allowed_tools))
+    return "\n".join(lines)
+
+
+def render_skills(scan: SkillScan, max_section_tokens: int) -> tuple[Section | None, list[SkippedSkill]]:
+    """The bounded section (S1, S4) and the skills that did not fit in it (fate unlisted)."""
+    if not scan.skills:
+        return None, []
+    parts = [GUIDE]
+    listed = 0
+    unlisted: list[SkippedSkill] = []
+    full = estimate_tokens(GUIDE) >= max_section_tokens
+    for skill in scan.skills:
+        if not full and estimate_tokens("\n".join([*parts, _entry(skill)])) <= max_section_tokens:
+            parts.append(_entry(skill))
+            listed += 1
+            continue
+        full = True
+        unlisted.append(SkippedSkill(skill.path, skill.name, "unlisted",
+                                     f"the section is full (max_section_tokens {max_section_tokens})"))
+    if not listed:
+        return None, unlisted
+    return Section(SECTION_NAME, "\n".join(parts), cacheable=True), unlisted
+
+
+@dataclass(frozen=True)
+class _Listing:
+    section: Section | None
+    skills: tuple[SkillInfo, ...]
+
+
+# ------------------------------------------------------------------------------------------ middleware
+
+
+class SkillsMiddleware(AgentMiddleware):
+    """Lists the skills under ``sources`` in a cacheable section; writes no state.
+
+    ``enforce_allowed_tools`` (off by default, S5): once the model has read a listed skill's SKILL.md
+    in this run and that skill declares ``allowed-tools``, calls to other tools (``read_file`` aside)
+    are denied until the run ends.
+    """
+
+    writes: frozenset[str] = frozenset()
+
+    def __init__(
+        self,
+        sources: Sequence[str],
+        *,
+        max_skills: int = 64,
+        max_description_chars: int = 1024,
+        max_section_tokens: int = 4000,
+        max_scanned: int = 512,
+        max_cached_runs: int = 16,
+        enforce_allowed_tools: bool = False,
+    ) -> None:
+        if min(max_skills, max_description_chars, max_section_tokens, max_scanned) < 1:
+            raise ValueError("skills limits must be at least 1")
+        self.sources = tuple(sources)
+        self.max_skills = max_skills
+        self.max_description_chars = max_description_chars
+        self.max_section_tokens = max_section_tokens
+        self.max_scanned = max_scanned
+        self.enforce_allowed_tools = enforce_allowed_tools
+        self._cache: RunCache[_Listing] = RunCache(max_cached_runs)
+
+    async def _listing(self, ctx: HookContext) -> _Listing:
+        listing = self._cache.get(ctx)
+        if listing is None:
+            scan = await scan_skills(ctx.backend, self.sources, max_skills=self.max_skills,
+                                     max_description_chars=self.max_description_chars, max_scanned=self.max_scanned)
+            section, unlisted = render_skills(scan, self.max_section_tokens)
+            left = {u.path for u in unlisted}
+            shown = tuple(s for s in scan.skills if s.path not in left)
+            listing = _Listing(section, shown)
+            self._cache.put(ctx, listing)
+            documents = [{"path": s.path, "name": s.name, "fate": "listed", "reason": ""} for s in shown]
+            documents += [s.to_dict() for s in scan.skipped] + [u.to_dict() for u in unlisted]
+            ctx.emit("documents_reported", source="skills", documents=documents)
+        return listing
+
+    async def sections(self, ctx: HookContext) -> Sequence[Section]:
+        listing = await self._listing(ctx)
+        return (listing.section,) if listing.section is not None else ()
+
+    async def wrap_tool_call(self, call: ToolCall, ctx: ToolContext, call_next: CallTool) -> ToolOutcome | NeedsApproval:
+        if not self.enforce_allowed_tools or call.name == "read_file":
+            return await call_next(call, ctx)
+        listing = await self._listing(ctx)
+        active = _loaded_skills(ctx, listing.skills)
+        limited = [s for s in active if s.allowed_tools]
+        if limited and not any(call.name in s.allowed_tools for s in limited):
+            names = ", ".join(s.name for s in limited)
+            allowed = ", ".join(sorted({t for s in limited for t in s.allowed_tools} | {"read_file"}))
+            return ToolOutcome.error(f"Denied: the loaded skill(s) {names} allow only these tools: {allowed}")
+        return await call_next(call, ctx)
+
+    async def on_run_end(self, status: str, ctx: HookContext) -> None:
+        self._cache.drop(ctx.run_id)
+
+
+def _loaded_skills(ctx: HookContext, skills: Sequence[SkillInfo]) -> list[SkillInfo]:
+    """Listed skills whose SKILL.md the model read (successfully) with read_file in this run."""
+    by_path = {s.path: s for s in skills}
+    ok_calls = {m.get("tool_call_id") for m in ctx.get("messages", [])
+                if m.get("role") == "tool" and (m.get("meta") or {}).get("status", "ok") == "ok"}
+    active: dict[str, SkillInfo] = {}
+    for m in ctx.get("messages", []):
+        if m.get("role") != "assistant" or (m.get("meta") or {}).get("run") != ctx.run_id:
+            continue
+        for c in m.get("tool_calls") or ():
+            if c.get("name") != "read_file" or c.get("id") not in ok_calls:
+                continue
+            for value in (c.get("arguments") or {}).values():
+                if isinstance(value, str) and value in by_path:
+                    active[value] = by_path[value]
+    return list(active.values())
