@@ -176,7 +176,7 @@ def relative(path: str, base: str) -> str:
 _MAGIC = re.compile(r"[*?\[{]")
 
 
-def _segment_regex(seg: str) -> str:
+def segment_regex(seg: str) -> str:
     """Regex for one path segment: ``*``, ``?``, ``[abc]``/``[!abc]`` and ``{a,b}``; never crosses '/'."""
     out: list[str] = []
     i, n = 0, len(seg)
@@ -203,7 +203,7 @@ def _segment_regex(seg: str) -> str:
                 neg = body[:1] in ("!", "^")
                 if neg:
                     body = body[1:]
-                body = body.replace("\\", "\\\\")
+                body = body.replace("\\", "\\\\").replace("[", "\\[")
                 out.append(("[^/" if neg else "[") + body + "]")
                 i = j
         elif c == "{":
@@ -212,7 +212,7 @@ def _segment_regex(seg: str) -> str:
                 out.append(re.escape(c))
             else:
                 alts = seg[i + 1 : j].split(",")
-                out.append("(?:" + "|".join(_segment_regex(a) for a in alts) + ")")
+                out.append("(?:" + "|".join(segment_regex(a) for a in alts) + ")")
                 i = j
         else:
             out.append(re.escape(c))
@@ -238,7 +238,7 @@ def glob_regex(pattern: str) -> re.Pattern[str]:
         if seg == "**":
             out.append(".*" if last else "(?:[^/]+/)*")
         else:
-            out.append(_segment_regex(seg) + ("" if last else "/"))
+            out.append(segment_regex(seg) + ("" if last else "/"))
     return re.compile("".join(out), re.DOTALL)
 
 
@@ -286,7 +286,7 @@ def strip_glob_prefix(pattern: str, prefix: str) -> list[str]:
         if pat[i] == "**":
             walk(i + 1, j)
             walk(i, j + 1)
-        elif re.fullmatch(_segment_regex(pat[i]), pre[j], re.DOTALL):
+        elif re.fullmatch(segment_regex(pat[i]), pre[j], re.DOTALL):
             walk(i + 1, j + 1)
 
     walk(0, 0)

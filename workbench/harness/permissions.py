@@ -40,7 +40,7 @@ from typing import Any
 import yaml
 from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 
-from workbench.backends.base import BackendRefusal, normalize
+from workbench.backends.base import BackendRefusal, normalize, segment_regex
 from workbench.config import CONFIG_FILENAME, EFFECTS, PermissionRule, default_permission_rules, parse_config
 from workbench.engine.messages import ToolCall
 from workbench.engine.middleware import AgentMiddleware, CallTool, HookContext, Question, ToolContext
@@ -64,49 +64,13 @@ SESSION_KEY = "permission_rules"
 # ------------------------------------------------------------------------------------------ matching
 
 
-def _segment_regex(seg: str) -> str:
-    """One path segment of a glob as a regex: ``*``, ``?``, ``[…]`` never cross ``/``."""
-    out: list[str] = []
-    i, n = 0, len(seg)
-    while i < n:
-        c = seg[i]
-        if c == "*":
-            while i + 1 < n and seg[i + 1] == "*":
-                i += 1
-            out.append("[^/]*")
-        elif c == "?":
-            out.append("[^/]")
-        elif c == "[":
-            j = i + 1
-            if j < n and seg[j] in "!^":
-                j += 1
-            if j < n and seg[j] == "]":
-                j += 1
-            while j < n and seg[j] != "]":
-                j += 1
-            if j >= n:
-                out.append(re.escape(c))
-            else:
-                body = seg[i + 1 : j]
-                neg = body[:1] in ("!", "^")
-                if neg:
-                    body = body[1:]
-                body = body.replace("\\", "\\\\").replace("[", "\\[")
-                out.append(("[^/" if neg else "[") + body + "]")
-                i = j
-        else:
-            out.append(re.escape(c))
-        i += 1
-    return "".join(out)
-
-
 @lru_cache(maxsize=512)
 def _path_regex(pattern: str) -> re.Pattern[str]:
     if not pattern.startswith("/"):
         pattern = "/**/" + pattern
     out: list[str] = []
     for seg in (s for s in pattern.split("/") if s not in ("", ".")):
-        out.append("(?:/[^/]+)*" if seg == "**" else "/" + _segment_regex(seg))
+        out.append("(?:/[^/]+)*" if seg == "**" else "/" + segment_regex(seg))
     return re.compile("".join(out), re.DOTALL)
 
 
