@@ -52,7 +52,8 @@ def _todos(done: int) -> dict[str, Any]:
     items = []
     for i, text in enumerate(PLAN):
         status = "done" if i < done else ("in_progress" if i == done else "pending")
-        items.append({"id": i + 1, "content": text, "status": status})
+        # No ids: an item keeps the id of the todo with the same content (T2), in any thread.
+        items.append({"content": text, "status": status})
     return {"todos": items}
 
 
