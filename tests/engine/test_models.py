@@ -498,3 +498,17 @@ async def test_stopping_early_closes_the_stream(stub_server):
     await agen.aclose()
     _, resp = await collect(make(stub_server))  # the stub is free for the next call
     assert resp.message.content == "next"
+
+
+async def test_no_key_at_all_is_reported_as_a_key_problem_not_a_server_error(stub_server, monkeypatch):
+    # No api_key and no OPENAI_API_KEY: the client refuses before sending anything.
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    from workbench.engine.messages import Message, ModelRequest
+    from workbench.engine.models.base import complete
+    from workbench.engine.models.litellm_model import LiteLLMModel
+    from workbench.errors import ModelError
+
+    with pytest.raises(ModelError) as info:
+        await complete(LiteLLMModel("openai/test-model", stub_server.url, None, max_retries=0),
+                       ModelRequest(system="s", messages=(Message.user("hi"),)))
+    assert "API key" in str(info.value) and "server error" not in str(info.value)

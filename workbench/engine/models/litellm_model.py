@@ -102,7 +102,9 @@ def classify(exc: BaseException) -> _Failure:
         return _Failure("timeout", True, status, detail)
     if names & _CONNECTION_ERROR_NAMES or detail.rstrip(".").lower() == "connection error":
         return _Failure("connection", True, None, detail)
-    if names & {"AuthenticationError", "PermissionDeniedError"} or status in (401, 403):
+    # The OpenAI client raises "Missing credentials" before any request when no key is set at all.
+    missing_key = "missing credentials" in str(exc).lower() or "api_key client option must be set" in str(exc)
+    if names & {"AuthenticationError", "PermissionDeniedError"} or status in (401, 403) or missing_key:
         return _Failure("auth", False, status or 401, detail)
     if "ContextWindowExceededError" in names:
         return _Failure("context", False, status, detail)
