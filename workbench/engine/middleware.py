@@ -105,6 +105,20 @@ class HookContext:
         """Usage of the run so far (all of its resumes) and of the thread."""
         return self._rt.usage_view()
 
+    @property
+    def invocation(self) -> object:
+        """Identifies this run/resume/recover invocation: a resumed run gets a new one (I2 re-reads)."""
+        return self._rt
+
+    def context_for(self, kind: type) -> HookContext | None:
+        """A context owned by the stack's middleware of ``kind`` (helpers write on its behalf), or None."""
+        if isinstance(self.owner, kind):
+            return self
+        for mw in self._rt.agent.middleware:
+            if isinstance(mw, kind):
+                return HookContext(self._rt, mw)
+        return None
+
     def get(self, key: str, default: Any = None) -> Any:
         return self._rt.state_view().get(key, default)
 

@@ -43,7 +43,7 @@ T = TypeVar("T")
 
 def _runtime_of(ctx: Any) -> Any:
     """The engine runtime behind a hook context (one per run/resume/recover invocation)."""
-    return getattr(ctx, "_rt", ctx)
+    return getattr(ctx, "invocation", ctx)
 
 
 class RunCache(Generic[T]):

@@ -44,7 +44,7 @@ def build_backend(config: WorkbenchConfig, workspace: Path, store_path: Path) ->
 def build_middleware(config: WorkbenchConfig, workspace: Path, backend: FileBackend) -> list[AgentMiddleware]:
     """The standard stack, outermost first (see the module docstring for why this order)."""
     from workbench.harness.artifacts import ArtifactsMiddleware
-    from workbench.harness.budget import BudgetLimit, BudgetMiddleware
+    from workbench.harness.budget import BudgetLimit, BudgetMiddleware, check_outermost
     from workbench.harness.files import FilesMiddleware
     from workbench.harness.instructions import InstructionsMiddleware
     from workbench.harness.permissions import PermissionsMiddleware
@@ -85,6 +85,7 @@ def build_middleware(config: WorkbenchConfig, workspace: Path, backend: FileBack
             max_cached_runs=m.max_cached_runs,
         )
     )
+    check_outermost(stack)  # B2: no model wrapper may sit outside the budget and hide a call
     return stack
 
 

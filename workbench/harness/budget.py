@@ -1,0 +1,405 @@
+"""Budgets (B1–B4): caps on what a run or a whole thread may spend.
+
+One ``BudgetMiddleware`` holds every configured ``BudgetLimit``; stacked budgets count the same calls
+and all their limits hold together (B4). A limit caps any of ``input_tokens``, ``output_tokens``,
+``thoughts_tokens``, ``total_tokens``, ``cost_usd`` and custom counters (any other name) (B1).
+
+- Checked before each model call (B2), outside every other model wrapper, so a retry or fallback inside
+  can never hide a billed call (every call a ``next`` makes is in ``ctx.usage``). At a limit the run
+  stops ``aborted`` with a durable ``budget_exceeded`` (budget, scope, field, spent, limit, priced) and
+  keeps its partial answer: ``BudgetExceeded`` carries ``abort_status = "aborted"``. A turn under way
+  finishes, so a run can overshoot by one turn.
+- ``interrupt=True`` (run scope only, B3): once the run is at its limit when its tool calls start, each
+  call is held with a ``budget_hold`` question (key ``budget-<run>-<call id>``, one durable
+  ``budget_hold`` event per step). If the run goes over while its tools run (a sub-agent), the check
+  before the next model call asks instead (key ``budget-<run>-step<n>``). Approve → the held budgets
+  start counting again from what the run has spent (the full limit again); ``raise_to: {field: value}``
+  in the decision also replaces those fields' limits for the rest of the run. Any other answer refuses:
+  held calls are not run (they return a "rejected" result, so the history stays valid) and the run
+  stops ``aborted`` before its next model call, with the user's ``reason`` (or ``message``) in its error.
+  The holds of one step share one decision: a refusal of any of them refuses them all.
+- Cost: ``cost_usd`` is what litellm priced; a model without a price adds tokens only. Events carry
+  ``priced`` (False when a call in the count was unpriced) so the UI can say "tokens only".
+
+Tool-free API for other middleware and tools (they need no ``writes`` of their own; the counts are
+written on behalf of the stack's ``BudgetMiddleware``, and are no-ops without one):
+- ``add_to_counter(ctx, name, amount=1)`` adds to a custom counter (run and thread totals).
+- ``record_subagent_usage(ctx, usage)`` adds a sub-agent's usage (not already in ``ctx.usage``) to the
+  run's, so it counts toward run and session budgets (B4).
+
+Placement: the stack builder puts ``BudgetMiddleware`` first (outermost); ``check_outermost(stack)``
+refuses a stack where another model wrapper comes before it.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from workbench.config import BUDGET_FIELDS
+from workbench.engine.messages import ModelRequest, ModelResponse, ToolCall
+from workbench.engine.middleware import (
+    AgentMiddleware,
+    CallModel,
+    CallTool,
+    HookContext,
+    Question,
+    Suspend,
+    ToolContext,
+    overrides,
+)
+from workbench.engine.tools import Fatal, NeedsApproval, ToolOutcome
+from workbench.engine.usage import Usage
+from workbench.errors import BuildError
+
+log = logging.getLogger(__name__)
+
+__all__ = [
+    "BudgetExceeded",
+    "BudgetLimit",
+    "BudgetMiddleware",
+    "add_to_counter",
+    "check_outermost",
+    "record_subagent_usage",
+]
+
+HOLD = "budget_hold"
+COUNTERS = "budget_counters"  # {"run_id": id, "run": {name: n}, "thread": {name: n}}
+BASELINES = "budget_baselines"  # {run_id: {budget index: {field: spent at the approval}}}
+RAISES = "budget_raises"  # {run_id: {budget index: {field: raised limit}}}
+EXTRA = "budget_extra_usage"  # {run_id: usage dict of its sub-agents}
+REFUSED = "budget_refused"  # {run_id: {"reason": str}}
+
+_Fields = dict[str, dict[str, float]]  # {field: {"spent": …, "limit": …}}
+
+
+class BudgetExceeded(Fatal):
+    """A budget stopped the run; the engine ends such runs ``aborted`` (not ``failed``), answer kept."""
+
+    abort_status = "aborted"
+
+    def __init__(self, message: str, *, scope: str, field: str, spent: float, limit: float,
+                 reason: str | None = None) -> None:
+        super().__init__(message)
+        self.scope = scope
+        self.field = field
+        self.spent = spent
+        self.limit = limit
+        self.reason = reason
+
+
+@dataclass(frozen=True)
+class BudgetLimit:
+    """One budget: ``limit`` maps a usage field or a custom counter to its cap (B1)."""
+
+    scope: Literal["run", "session"]
+    limit: Mapping[str, float]
+    interrupt: bool = False
+
+    def describe(self) -> str:
+        caps = ", ".join(f"{k}={_fmt(k, v)}" for k, v in self.limit.items())
+        return f"{self.scope} budget ({caps}{', interrupt' if self.interrupt else ''})"
+
+
+@dataclass(frozen=True)
+class _Over:
+    """A budget at or over one of its limits."""
+
+    index: int
+    budget: BudgetLimit
+    field: str  # the first capped field at its limit
+    spent: float  # counted against the limit (since the last approval)
+    limit: float
+    fields: dict[str, dict[str, float]]  # every capped field: {"spent", "limit"}
+    raw: dict[str, float]  # every capped field's spend in the scope, approvals ignored
+    priced: bool
+
+    def data(self) -> dict[str, Any]:
+        return {"budget": self.index, "scope": self.budget.scope, "field": self.field, "spent": self.spent,
+                "limit": self.limit, "priced": self.priced, "fields": self.fields}
+
+    def text(self) -> str:
+        return (f"{self.budget.scope} budget reached: {self.field} {_fmt(self.field, self.spent)}"
+                f" of {_fmt(self.field, self.limit)}")
+
+
+class BudgetMiddleware(AgentMiddleware):
+    """Every configured budget, checked before each model call and when tool calls start (B1–B4)."""
+
+    writes = frozenset({COUNTERS, BASELINES, RAISES, EXTRA, REFUSED})
+    state_defaults = {COUNTERS: {}, BASELINES: {}, RAISES: {}, EXTRA: {}, REFUSED: {}}
+    asks = True  # budget holds (B3)
+
+    def __init__(self, limits: Sequence[BudgetLimit]) -> None:
+        self.limits: tuple[BudgetLimit, ...] = tuple(limits)
+        for i, b in enumerate(self.limits):
+            _validate(i, b)
+        self._holds = any(b.interrupt for b in self.limits)
+        self._announced: set[tuple[str, str, int]] = set()  # (thread, run, step) with a budget_hold event
+
+    # -- what has been spent -------------------------------------------------------------------------
+    def _measure(self, ctx: HookContext, index: int, b: BudgetLimit) -> tuple[_Fields, dict[str, float], bool]:
+        """Per capped field: spent since the last approval and the (maybe raised) limit; raw spend; priced."""
+        usage = _scope_usage(ctx, b.scope)
+        counters = _counters(ctx, b.scope)
+        baseline = _run_entry(ctx, BASELINES).get(str(index), {}) if b.scope == "run" else {}
+        raised = _run_entry(ctx, RAISES).get(str(index), {}) if b.scope == "run" else {}
+        fields: _Fields = {}
+        raw: dict[str, float] = {}
+        for name, cap in b.limit.items():
+            spent = _usage_field(usage, name) if name in BUDGET_FIELDS else float(counters.get(name, 0))
+            raw[name] = spent
+            fields[name] = {"spent": _round(spent - float(baseline.get(name, 0))),
+                            "limit": float(raised.get(name, cap))}
+        return fields, raw, _priced(usage)
+
+    def _over(self, ctx: HookContext) -> list[_Over]:
+        out = []
+        for i, b in enumerate(self.limits):
+            fields, raw, priced = self._measure(ctx, i, b)
+            for name, v in fields.items():
+                if v["spent"] >= v["limit"]:
+                    out.append(_Over(i, b, name, v["spent"], v["limit"], fields, raw, priced))
+                    break
+        return out
+
+    # -- hooks ---------------------------------------------------------------------------------------
+    async def wrap_model_call(self, request: ModelRequest, call_next: CallModel, ctx: HookContext) -> ModelResponse:
+        """B2: before the call; a hard limit stops the run, an interrupting one asks (the backstop)."""
+        over = self._over(ctx)
+        refusal = _run_entry(ctx, REFUSED)
+        if refusal:
+            self._stop(ctx, over, refused=str(refusal.get("reason") or "no reason given"))
+        hard = [o for o in over if not o.budget.interrupt]
+        if hard:
+            self._stop(ctx, hard)
+        if over:  # only interrupting run budgets are at their limit: hold the next model call
+            decision = self._ask(ctx, over, f"budget-{ctx.run_id}-step{ctx.step}", None)
+            if not _approved(decision):
+                self._refuse(ctx, decision)
+                self._stop(ctx, over, refused=_reason(decision))
+            self._renew(ctx, over, decision)
+        return await call_next(request)
+
+    async def wrap_tool_call(
+        self, call: ToolCall, ctx: ToolContext, call_next: CallTool
+    ) -> ToolOutcome | NeedsApproval:
+        """B3: a run over an interrupting budget holds the tool calls that would lead to the next turn."""
+        if not self._holds:
+            return await call_next(call, ctx)
+        refusal = _run_entry(ctx, REFUSED)
+        if refusal:
+            return _refused_outcome(str(refusal.get("reason") or "no reason given"))
+        over = self._over(ctx)
+        if over and all(o.budget.interrupt for o in over):  # a hard limit stops the run at the next call
+            decision = self._ask(ctx, over, f"budget-{ctx.run_id}-{call.id}", call)
+            if not _approved(decision):
+                self._refuse(ctx, decision)
+                return _refused_outcome(_reason(decision))
+            self._renew(ctx, over, decision)
+        return await call_next(call, ctx)
+
+    async def on_decision(self, question: Question, decision: dict[str, Any], ctx: HookContext) -> None:
+        """The holds of one step share one decision: a refusal of any refuses the run."""
+        if question.kind == HOLD and question.id.startswith(f"budget-{ctx.run_id}-") and not _approved(decision):
+            self._refuse(ctx, decision)
+
+    # -- holds, approvals, stops ----------------------------------------------------------------------
+    def _ask(self, ctx: HookContext, over: list[_Over], key: str, call: ToolCall | None) -> dict[str, Any]:
+        first = over[0]
+        payload = {
+            **first.data(),
+            "budgets": [o.data() for o in over],
+            "tool": call.name if call is not None else None,
+            "arguments": (call.arguments or {}) if call is not None else {},
+            "reason": first.text() + ("" if first.priced or first.field != "cost_usd"
+                                      else " (a model in this run has no price: tokens only)"),
+        }
+        try:
+            return dict(ctx.ask(HOLD, payload, key))
+        except Suspend:
+            mark = (ctx.thread_id, ctx.run_id, ctx.step)
+            if mark not in self._announced:
+                if len(self._announced) > 1024:
+                    self._announced.clear()
+                self._announced.add(mark)
+                ctx.emit(HOLD, **first.data(), budgets=payload["budgets"], reason=payload["reason"], question=key)
+            raise
+
+    def _renew(self, ctx: HookContext, over: list[_Over], decision: Mapping[str, Any]) -> None:
+        """Approve: the held budgets count again from what the run has spent (maybe with raised limits)."""
+        baselines = dict(_run_entry(ctx, BASELINES))
+        raises = dict(_run_entry(ctx, RAISES))
+        raise_to = decision.get("raise_to") or {}
+        for o in over:
+            baselines[str(o.index)] = dict(o.raw)
+            if isinstance(raise_to, Mapping):
+                mine = dict(raises.get(str(o.index), {}))
+                for name, value in raise_to.items():
+                    if name in o.budget.limit and _number(value) and value > 0:
+                        mine[name] = float(value)
+                    elif name in o.budget.limit:
+                        log.warning("budget hold: ignored raise_to.%s=%r (not a positive number)", name, value)
+                raises[str(o.index)] = mine
+        ctx.write(BASELINES, {ctx.run_id: baselines})
+        ctx.write(RAISES, {ctx.run_id: raises})
+
+    def _refuse(self, ctx: HookContext, decision: Mapping[str, Any]) -> None:
+        if not _run_entry(ctx, REFUSED):
+            ctx.write(REFUSED, {ctx.run_id: {"reason": _reason(decision)}})
+
+    def _stop(self, ctx: HookContext, over: list[_Over], refused: str | None = None) -> None:
+        """Emit ``budget_exceeded`` and end the run aborted (the engine keeps the partial answer)."""
+        if over:
+            first = over[0]
+            data, message = {**first.data(), "budgets": [o.data() for o in over]}, first.text()
+        else:  # refused, and nothing is over any more (a counter went down): say so plainly
+            data = {"budget": None, "scope": "run", "field": None, "spent": None, "limit": None, "priced": True,
+                    "fields": {}, "budgets": []}
+            message = "run budget hold"
+        if refused is not None:
+            data["refused"] = True
+            message += f"; the user refused to continue: {refused}"
+        ctx.emit("budget_exceeded", **data)
+        raise BudgetExceeded(message, scope=data["scope"], field=data["field"] or "", spent=data["spent"] or 0.0,
+                             limit=data["limit"] or 0.0, reason=refused)
+
+
+# -- the tool-free API ------------------------------------------------------------------------------------
+def add_to_counter(ctx: HookContext, name: str, amount: float = 1) -> float:
+    """Add ``amount`` to custom counter ``name`` for this run and thread; returns the run's total.
+
+    Any hook or tool context works; the write is made on behalf of the stack's BudgetMiddleware.
+    Without one in the stack nothing is counted and 0 is returned.
+    """
+    if name in BUDGET_FIELDS:
+        raise ValueError(f"'{name}' is a usage field the engine counts itself, not a custom counter")
+    if not _number(amount):
+        raise ValueError(f"counter '{name}': amount must be a number, got {amount!r}")
+    bctx = _budget_context(ctx)
+    if bctx is None:
+        return 0.0
+    state = dict(bctx.get(COUNTERS) or {})
+    run = dict(state.get("run") or {}) if state.get("run_id") == bctx.run_id else {}
+    thread = dict(state.get("thread") or {})
+    run[name] = _round(float(run.get(name, 0)) + amount)
+    thread[name] = _round(float(thread.get(name, 0)) + amount)
+    bctx.write(COUNTERS, {"run_id": bctx.run_id, "run": run, "thread": thread})
+    return run[name]
+
+
+def record_subagent_usage(ctx: HookContext, usage: Usage | Mapping[str, Any]) -> bool:
+    """Count a sub-agent's usage toward this run (and so the thread) for budgets (B4).
+
+    Only for usage not already in ``ctx.usage`` (a sub-agent run by its own engine). Returns False
+    when the stack has no BudgetMiddleware (nothing to count for).
+    """
+    bctx = _budget_context(ctx)
+    if bctx is None:
+        return False
+    add = usage if isinstance(usage, Usage) else Usage.from_dict(dict(usage))
+    extra = dict(bctx.get(EXTRA) or {})
+    extra[bctx.run_id] = (Usage.from_dict(extra.get(bctx.run_id)) + add).to_dict()
+    bctx.write(EXTRA, extra)
+    return True
+
+
+def check_outermost(middleware: Sequence[AgentMiddleware]) -> None:
+    """Refuse a stack where a model wrapper runs outside the budget (its retries would go unchecked)."""
+    before: list[str] = []
+    for mw in middleware:
+        if isinstance(mw, BudgetMiddleware):
+            if before:
+                raise BuildError(
+                    f"{mw.name} must run outside every other model wrapper, but {', '.join(before)} "
+                    f"come(s) before it: register {mw.name} first (B2, M7)"
+                )
+            return
+        if overrides(mw, "wrap_model_call"):
+            before.append(mw.name)
+
+
+# -- helpers ------------------------------------------------------------------------------------------------
+def _validate(index: int, b: BudgetLimit) -> None:
+    where = f"budget[{index}]"
+    if b.scope not in ("run", "session"):
+        raise BuildError(f"{where}: scope must be 'run' or 'session', got {b.scope!r}")
+    if not b.limit:
+        raise BuildError(f"{where} ({b.scope}): the limit caps nothing; set at least one field or counter")
+    for name, value in b.limit.items():
+        if not isinstance(name, str) or not name:
+            raise BuildError(f"{where}: limit keys must be field or counter names, got {name!r}")
+        if not _number(value) or value < 0:
+            raise BuildError(f"{where}: limit.{name} must be a number ≥ 0, got {value!r}")
+    if b.interrupt and b.scope == "session":
+        raise BuildError(
+            f"{where} {b.describe()}: interrupt is allowed only with scope run: a session budget cannot pause, "
+            "since every later turn would start over its limit (B3)"
+        )
+
+
+def _budget_context(ctx: HookContext) -> HookContext | None:
+    """A context owned by the stack's BudgetMiddleware, whoever's context ``ctx`` is."""
+    return ctx.context_for(BudgetMiddleware)
+
+
+def _scope_usage(ctx: HookContext, scope: str) -> Usage:
+    usage: Usage = ctx.usage["run" if scope == "run" else "thread"]
+    extra = ctx.get(EXTRA) or {}
+    if scope == "run":
+        return usage + Usage.from_dict(extra.get(ctx.run_id))
+    for value in extra.values():
+        usage = usage + Usage.from_dict(value)
+    return usage
+
+
+def _counters(ctx: HookContext, scope: str) -> Mapping[str, Any]:
+    state = ctx.get(COUNTERS) or {}
+    if scope == "session":
+        return state.get("thread") or {}
+    return (state.get("run") or {}) if state.get("run_id") == ctx.run_id else {}
+
+
+def _run_entry(ctx: HookContext, key: str) -> dict[str, Any]:
+    return dict((ctx.get(key) or {}).get(ctx.run_id) or {})
+
+
+def _usage_field(usage: Usage, name: str) -> float:
+    if name == "total_tokens":
+        return float(usage.total_tokens)
+    if name == "cost_usd":
+        return float(usage.cost_usd or 0.0)
+    return float(getattr(usage, name))
+
+
+def _priced(usage: Usage) -> bool:
+    return usage.unpriced_calls == 0 and (usage.cost_usd is not None or usage.calls == 0)
+
+
+def _approved(decision: Mapping[str, Any]) -> bool:
+    return decision.get("decision") == "approve"  # fail closed: anything else refuses
+
+
+def _reason(decision: Mapping[str, Any]) -> str:
+    return str(decision.get("reason") or decision.get("message") or "no reason given")
+
+
+def _refused_outcome(reason: str) -> ToolOutcome:
+    return ToolOutcome("rejected", f"Not run: the run's budget is spent and the user refused to continue ({reason}).")
+
+
+def _number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+
+
+def _round(value: float) -> float:
+    return round(value, 9)
+
+
+def _fmt(name: str, value: float) -> str:
+    if name == "cost_usd":
+        return f"${value:.4f}"
+    return str(int(value)) if float(value).is_integer() else f"{value:g}"
