@@ -1,0 +1,228 @@
+"""The budget hold dialog (G3, issue 5 item 4): spent vs limit per field, the held tool calls, and
+Continue / Raise the limit / Stop with a reason, answered through a real Session's resume."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+from typing import Any
+
+import pytest
+import shiboken6
+from PySide6.QtCore import Qt
+
+from tests.stub_server import StubReply, StubServer
+from tests.ui.helpers import button, click, find_dialog, visible_dialog
+from workbench.engine.middleware import Question
+from workbench.engine.models.scripted import ScriptedModel, reply, tool_reply
+from workbench.engine.usage import Usage
+from workbench.session import Session
+from workbench.ui.budget_dialog import CLOSED_REASON, BudgetHoldDialog, ask_budget_hold, ask_budget_holds
+from workbench.ui.budget_panel import BudgetPanel
+
+DIALOG = "budgetHoldDialog"
+HOLD_YAML = "budget:\n  - {scope: run, limit: {total_tokens: 100}, interrupt: true}\n"
+
+
+def workspace(tmp_path: Path, yaml: str = HOLD_YAML) -> Path:
+    ws = tmp_path / "ws"
+    ws.mkdir(exist_ok=True)
+    (ws / "README.md").write_text("# Project\n", encoding="utf-8")
+    (ws / "notes.txt").write_text("notes\n", encoding="utf-8")
+    (ws / "workbench.yaml").write_text(yaml, encoding="utf-8")
+    return ws
+
+
+def U(input: int, output: int = 0) -> Usage:
+    return Usage(input_tokens=input, output_tokens=output, calls=1)
+
+
+def hold(call: str = "c1", tool: str | None = "read_file", args: dict[str, Any] | None = None) -> Question:
+    fields = {"total_tokens": {"spent": 150.0, "limit": 100.0}, "cost_usd": {"spent": 0.01, "limit": 1.0}}
+    data = {"budget": 0, "scope": "run", "field": "total_tokens", "spent": 150.0, "limit": 100.0,
+            "priced": False, "fields": fields}
+    return Question(f"budget-r1-{call}", "budget_hold",
+                    {**data, "budgets": [data], "tool": tool, "arguments": args or {"path": "/project/README.md"},
+                     "reason": "run budget reached: total_tokens 150 of 100"}, call_id=call)
+
+
+async def answer(qtbot: Any, coro: Any, act: Any) -> Any:
+    """Run ``coro`` (which opens the dialog), act on the visible dialog, return what the coroutine gave."""
+    task = asyncio.ensure_future(coro)
+    dialog = await find_dialog(DIALOG)
+    act(dialog)
+    return await asyncio.wait_for(task, 10)
+
+
+# -- the dialog itself ---------------------------------------------------------------------------------
+def test_shows_the_limit_the_fields_and_the_held_calls(qtbot: Any) -> None:
+    dialog = BudgetHoldDialog([hold("c1"), hold("c2", "write_file", {"path": "/project/x.txt", "content": "hi"})])
+    qtbot.addWidget(dialog)
+    assert "total_tokens 150 of 100" in dialog.headline.text()
+    table = dialog.table
+    cells = [[table.item(r, c).text() for c in range(table.columnCount())] for r in range(table.rowCount())]
+    assert cells == [["run #1", "Total tokens", "150", "100", "150%"],
+                     ["run #1", "Cost (USD)", "$0.0100", "$1.00", "1%"]]
+    text = dialog.calls_view.toPlainText()
+    assert "read_file" in text and "/project/README.md" in text and "write_file" in text and '"content": "hi"' in text
+    assert not dialog.unpriced_label.isHidden()  # priced False: tokens only
+    assert set(dialog.raise_spins) == {"total_tokens"}  # only the field at its limit can be raised
+
+
+def test_raise_must_be_over_what_was_spent(qtbot: Any) -> None:
+    dialog = BudgetHoldDialog(hold())
+    qtbot.addWidget(dialog)
+    spin = dialog.raise_spins["total_tokens"]
+    spin.setValue(150)
+    assert not dialog.raise_button.isEnabled() and "over 150" in dialog.raise_error.text()
+    spin.setValue(400)
+    assert dialog.raise_button.isEnabled() and dialog.raise_error.isHidden()
+    dialog.choose_raise()
+    assert dialog.decision() == {"decision": "approve", "raise_to": {"total_tokens": 400}}
+
+
+def test_closing_without_a_choice_fails_closed(qtbot: Any) -> None:
+    dialog = BudgetHoldDialog(hold())
+    qtbot.addWidget(dialog)
+    assert dialog.decision() == {"decision": "reject", "reason": CLOSED_REASON, "message": CLOSED_REASON}
+
+
+async def test_ask_budget_hold_continue_raise_stop_and_escape(qtbot: Any) -> None:
+    got = await answer(qtbot, ask_budget_hold(hold()), lambda d: click(qtbot, button(d, "budgetContinue")))
+    assert got == {"decision": "approve"}
+
+    def raise_to_250(d: Any) -> None:
+        d.raise_spins["total_tokens"].setValue(250)
+        click(qtbot, button(d, "budgetRaise"))
+
+    got = await answer(qtbot, ask_budget_hold(hold()), raise_to_250)
+    assert got == {"decision": "approve", "raise_to": {"total_tokens": 250}}
+
+    def stop(d: Any) -> None:
+        qtbot.keyClicks(d.reason_edit, "too expensive")
+        click(qtbot, button(d, "budgetStop"))
+
+    got = await answer(qtbot, ask_budget_hold(hold()), stop)
+    assert got == {"decision": "reject", "reason": "too expensive", "message": "too expensive"}
+
+    got = await answer(qtbot, ask_budget_hold(hold()), lambda d: qtbot.keyClick(d, Qt.Key.Key_Escape))
+    assert got["decision"] == "reject" and got["reason"] == CLOSED_REASON
+
+
+async def test_one_dialog_decides_every_hold_of_the_step(qtbot: Any) -> None:
+    got = await answer(qtbot, ask_budget_holds([hold("c1"), hold("c2")], None),
+                       lambda d: click(qtbot, button(d, "budgetContinue")))
+    assert got == {"budget-r1-c1": {"decision": "approve"}, "budget-r1-c2": {"decision": "approve"}}
+
+
+async def test_cancelling_the_ask_closes_the_dialog(qtbot: Any) -> None:
+    task = asyncio.ensure_future(ask_budget_hold(hold()))
+    dialog = await find_dialog(DIALOG)
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    assert not shiboken6.isValid(dialog) or not dialog.isVisible()
+    assert visible_dialog(DIALOG) is None
+
+
+# -- end to end: a real Session suspends on the hold, the dialog's answer resumes it ------------------
+async def test_continue_finishes_the_run_through_the_stub_server(
+    tmp_path: Path, qtbot: Any, stub_server: StubServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
+    ws = workspace(tmp_path, f"model: openai/test-model\napi_base: {stub_server.url}\n" + HOLD_YAML)
+    stub_server.script(
+        StubReply(tool_calls=[("read_file", {"path": "/project/README.md"}, "c1"),
+                              ("read_file", {"path": "/project/notes.txt"}, "c2")], usage=(120, 30)),
+        StubReply(text="Both files read.", usage=(40, 10)),
+    )
+    session = await Session.open(ws, threaded_model=False)
+    panel = BudgetPanel()
+    qtbot.addWidget(panel)
+    panel.set_session(session)
+    unsubscribe = session.subscribe(panel.handle_event, replay=False)
+
+    first = await session.run("read both")
+    assert first.status == "interrupted", first.error
+    pending = session.pending
+    assert [q.kind for q in pending] == ["budget_hold", "budget_hold"]
+    assert panel.meter("run", "total_tokens").text == "150 / 100 (150%)" and "Held" in panel.status_label.text()
+
+    def cont(d: Any) -> None:
+        assert {tool for tool, _ in d.held_calls()} == {"read_file"}
+        assert "/project/notes.txt" in d.calls_view.toPlainText()
+        click(qtbot, button(d, "budgetContinue"))
+
+    decisions = await answer(qtbot, ask_budget_holds(pending, None), cont)
+    result = await session.resume(decisions)
+    assert result.status == "done" and result.answer == "Both files read."
+    assert session.status == "done" and stub_server.remaining == 0
+    # The full limit again: the run budget counts from the approval (50 of 100 after it).
+    assert panel.meter("run", "total_tokens").spent == 50
+    assert panel.run_usage.total_tokens == 200
+    unsubscribe()
+    await session.close()
+
+
+async def test_stop_ends_the_run_aborted_and_keeps_the_partial_answer(tmp_path: Path, qtbot: Any) -> None:
+    ws = workspace(tmp_path)
+    model = ScriptedModel([
+        tool_reply(("read_file", {"path": "/project/README.md"}, "c1"), text="Reading the readme first.",
+                   usage=U(150)),
+        reply("never said"),
+    ])
+    session = await Session.open(ws, model=model)
+    panel = BudgetPanel()
+    qtbot.addWidget(panel)
+    panel.set_session(session)
+    unsubscribe = session.subscribe(panel.handle_event, replay=False)
+    first = await session.run("go")
+    assert first.status == "interrupted"
+    [q] = session.pending
+
+    def stop(d: Any) -> None:
+        d.reason_edit.setText("too expensive")
+        click(qtbot, button(d, "budgetStop"))
+
+    decision = await answer(qtbot, ask_budget_hold(q, None), stop)
+    result = await session.resume({q.id: decision})
+    assert result.status == "aborted" and session.status == "aborted"
+    assert "too expensive" in (result.error or "")
+    assert result.answer == "Reading the readme first."
+    assistant = [m for m in session.messages if m.role == "assistant"]
+    assert assistant[-1].content == "Reading the readme first."  # the transcript keeps the partial answer
+    assert model.calls == 1
+    assert "Stopped" in panel.status_label.text()
+    unsubscribe()
+    await session.close()
+
+
+async def test_raise_sets_raise_to_and_the_run_goes_on(tmp_path: Path, qtbot: Any) -> None:
+    ws = workspace(tmp_path)
+    model = ScriptedModel([
+        tool_reply(("read_file", {"path": "/project/README.md"}, "c1"), usage=U(150)),
+        tool_reply(("read_file", {"path": "/project/notes.txt"}, "c2"), usage=U(150)),
+        reply("done", usage=U(10)),
+    ])
+    session = await Session.open(ws, model=model)
+    panel = BudgetPanel()
+    qtbot.addWidget(panel)
+    panel.set_session(session)
+    unsubscribe = session.subscribe(panel.handle_event, replay=False)
+    first = await session.run("go")
+    [q] = first.pending
+
+    def raise_it(d: Any) -> None:
+        d.raise_spins["total_tokens"].setValue(400)
+        click(qtbot, button(d, "budgetRaise"))
+
+    decision = await answer(qtbot, ask_budget_hold(q, None), raise_it)
+    assert decision == {"decision": "approve", "raise_to": {"total_tokens": 400}}
+    result = await session.resume({q.id: decision})
+    # With a limit of 400 from the approval, 150 + 10 more never reach it: no second hold.
+    assert result.status == "done" and result.answer == "done" and model.calls == 3
+    meter = panel.meter("run", "total_tokens")
+    assert (meter.spent, meter.limit) == (160, 400)
+    assert "raised" in meter.toolTip()
+    unsubscribe()
+    await session.close()
