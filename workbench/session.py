@@ -19,7 +19,7 @@ from workbench.engine.events import Event
 from workbench.engine.messages import Message
 from workbench.engine.middleware import Question, RunResult
 from workbench.engine.models.base import Model
-from workbench.engine.store import Store, ThreadInfo
+from workbench.engine.store import RunRecord, Store, ThreadInfo
 from workbench.engine.usage import Usage
 from workbench.errors import ConfigError, RunError
 
@@ -207,13 +207,32 @@ class Session:
             return ()
         return tuple(Question.from_dict(q) for q in cp.pending.get("questions", []))
 
-    def last_error(self) -> str | None:
-        runs = self.store.runs(self.thread_id)
-        return runs[-1].error if runs else None
-
     # -- threads ---------------------------------------------------------------------------------------------
     def threads(self) -> list[ThreadInfo]:
         return self.store.threads()
+
+    @staticmethod
+    def list_threads(workspace: Path | str) -> list[ThreadInfo]:
+        """A workspace's threads, newest first, without loading its config or creating anything."""
+        path = Path(workspace).expanduser().resolve() / ".workbench" / "threads.sqlite3"
+        if not path.exists():
+            return []
+        store = Store(path)
+        try:
+            return store.threads()
+        finally:
+            store.close()
+
+    def last_error(self) -> str | None:
+        """The newest run's error message, if it failed or was stopped."""
+        run = self.last_run
+        return run.error if run else None
+
+    @property
+    def last_run(self) -> RunRecord | None:
+        """The thread's newest run (its id, status, usage across resumes, error), or None."""
+        runs = self.store.runs(self.thread_id)
+        return runs[-1] if runs else None
 
     def new_thread(self) -> str:
         self._ensure_idle()

@@ -82,3 +82,14 @@ async def test_bad_config_is_a_config_error_naming_file_and_line(workspace):
     (workspace / "workbench.yaml").write_text("model: demo\nmax_prompt_section_tokens: lots\n")
     with pytest.raises(ConfigError, match=r"workbench.yaml:2.*max_prompt_section_tokens"):
         await Session.open(workspace)
+
+
+async def test_list_threads_without_opening_and_last_run(workspace):
+    assert Session.list_threads(workspace) == []
+    assert not (workspace / ".workbench").exists()  # listing created nothing
+    session = await Session.open(workspace, model=ScriptedModel([reply("hi", )]))
+    assert session.last_run is None
+    result = await session.run("hello")
+    assert [t.id for t in Session.list_threads(workspace)] == [session.thread_id]
+    assert session.last_run.id == result.run_id and session.last_run.status == "done"
+    assert session.last_run.usage.calls == 1

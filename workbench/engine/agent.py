@@ -124,6 +124,9 @@ class _Runtime:
         self.stop_requested = False
         self.model_task: asyncio.Task[Any] | None = None
         self.turn_snapshot: dict[str, Any] = {}
+        self._parsed: tuple[list[Any], list[Message]] | None = None
+        self.next_seq: int | None = None
+        self.unsaved_events: list[Event] = []
 
     @property
     def backend(self) -> Any:
@@ -140,7 +143,19 @@ class _Runtime:
         self.state[key] = value
 
     def emit(self, type: str, **data: Any) -> Event:
-        return self.engine._emit(Event(type, self.thread_id, self.run_id, self.step, data))
+        """Publish an event now; a durable one is numbered now and stored with the next checkpoint."""
+        event = Event(type, self.thread_id, self.run_id, self.step, data)
+        if event.durable:
+            if self.next_seq is None:
+                self.next_seq = self.engine.store.next_event_seq(self.thread_id)
+            event = Event(type, self.thread_id, self.run_id, self.step, data, event.time, self.next_seq)
+            self.next_seq += 1
+            self.unsaved_events.append(event)
+        return self.engine._publish(event)
+
+    def take_events(self) -> list[Event]:
+        events, self.unsaved_events = self.unsaved_events, []
+        return events
 
     def ask(self, kind: str, payload: dict[str, Any], key: str) -> Any:
         if key in self.answers:
@@ -148,10 +163,18 @@ class _Runtime:
         raise Suspend(Question(id=key, kind=kind, payload=payload))
 
     def messages(self) -> list[Message]:
-        return [Message.from_dict(m) for m in self.state[MESSAGES]]
+        # The stored dicts are the truth; the parsed list is cached because it is rebuilt every step.
+        stored = self.state[MESSAGES]
+        cache = self._parsed
+        if cache is None or cache[0] is not stored or len(cache[1]) > len(stored):
+            cache = (stored, [])
+        parsed = cache[1]
+        parsed.extend(Message.from_dict(m) for m in stored[len(parsed):])
+        self._parsed = cache
+        return list(parsed)
 
     def append(self, message: Message) -> None:
-        self.state[MESSAGES] = [*self.state[MESSAGES], message.to_dict()]
+        self.state[MESSAGES].append(message.to_dict())
 
 
 class Engine:
@@ -169,9 +192,7 @@ class Engine:
         self._listeners.append(listener)
         return lambda: self._listeners.remove(listener) if listener in self._listeners else None
 
-    def _emit(self, event: Event) -> Event:
-        if event.durable:
-            event = self.store.append_event(event)
+    def _publish(self, event: Event) -> Event:
         for listener in list(self._listeners):
             try:
                 listener(event)
@@ -283,6 +304,8 @@ class Engine:
                 return await self._fail(rt, f"{type(e).__name__}: {e}")
             return await self._fail(rt, str(e))
         finally:
+            if rt.unsaved_events:  # an ending that bypassed _finish must not lose its durable events
+                self.store.append_events(rt.take_events())
             CURRENT_RUN.reset(token)
             self._active.pop(rt.thread_id, None)
 
@@ -566,7 +589,7 @@ class Engine:
         if rt.turn_snapshot:
             pending["turn_snapshot"] = rt.turn_snapshot
         self.store.save_checkpoint(rt.thread_id, rt.run_id, rt.step, status, rt.state, pending,
-                                   calls=rt.calls, run=record, thread_status=status)
+                                   calls=rt.calls, run=record, thread_status=status, events=rt.take_events())
         for _, u in rt.calls:
             rt.run_usage = rt.run_usage + u
             rt.thread_usage = rt.thread_usage + u
@@ -582,6 +605,7 @@ class Engine:
             rt.emit("interrupt_raised", id=q.id, kind=q.kind, call_id=q.call_id,
                     tool=q.payload.get("tool"), reason=q.payload.get("reason"))
         rt.emit("run_finished", status="interrupted", usage=rt.run_usage.to_dict(), pending=len(questions))
+        self.store.append_events(rt.take_events())
         return RunResult("interrupted", "", rt.run_usage, tuple(questions), None, rt.thread_id, rt.run_id)
 
     async def _fail(self, rt: _Runtime, error: str) -> RunResult:
@@ -617,6 +641,7 @@ class Engine:
         if error:
             data["error"] = error[:500]
         rt.emit("run_finished", **data)
+        self.store.append_events(rt.take_events())
         return RunResult(status, answer, rt.run_usage, (), error, rt.thread_id, rt.run_id)
 
 

@@ -72,9 +72,44 @@ def _configure(litellm: ModuleType) -> None:
         value = getattr(litellm, name, None)
         if isinstance(value, list):
             value.clear()
+    # With no callbacks there is nobody to log to, yet litellm's per-stream success logging still
+    # recomputes cost and tokens over the whole history (~3 ms a call at 200 messages, measured in
+    # benchmarks/harness_overhead.py). The workbench prices calls itself (litellm_model.py).
+    litellm.disable_streaming_logging = True
+    _skip_idle_success_logging(litellm)
     # litellm logs a WARNING per unpriced model and per retry; the workbench reports those itself.
     for name in ("LiteLLM", "LiteLLM Router", "LiteLLM Proxy", "litellm"):
         logging.getLogger(name).setLevel(logging.ERROR)
+
+
+def _has_callbacks(litellm: ModuleType) -> bool:
+    names = ("callbacks", "success_callback", "_async_success_callback")
+    return any(getattr(litellm, name, None) for name in names)
+
+
+def _skip_idle_success_logging(litellm: ModuleType) -> None:
+    """Skip litellm's end-of-stream success dispatch while no callback would receive it.
+
+    litellm (1.110) schedules ``Logging.dispatch_success_handlers`` as a task on the caller's loop at
+    the end of every async stream even with no callback configured: it recomputes the cost and counts
+    the whole history's tokens (~3 ms a call at 200 messages), stealing the engine's loop. The
+    workbench prices calls itself. If anyone registers a callback, the original runs as before.
+    """
+    try:
+        from litellm.litellm_core_utils.litellm_logging import Logging
+    except ImportError:  # a litellm without this hook: nothing to skip
+        return
+    original = getattr(Logging, "dispatch_success_handlers", None)
+    if original is None or getattr(original, "_workbench_skips_idle", False):
+        return
+
+    async def dispatch(self: Any, *args: Any, **kwargs: Any) -> Any:
+        if _has_callbacks(litellm):
+            return await original(self, *args, **kwargs)
+        return None
+
+    dispatch._workbench_skips_idle = True  # type: ignore[attr-defined]
+    Logging.dispatch_success_handlers = dispatch  # type: ignore[method-assign]
 
 
 def import_litellm() -> ModuleType:

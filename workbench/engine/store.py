@@ -21,6 +21,9 @@ from workbench.engine.events import Event
 from workbench.engine.usage import Usage
 from workbench.errors import StoreError
 
+MESSAGES_KEY = "messages"
+COUNT_KEY = "__message_count"
+
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS threads (
     id TEXT PRIMARY KEY, title TEXT NOT NULL DEFAULT '', created REAL NOT NULL, updated REAL NOT NULL,
@@ -30,6 +33,9 @@ CREATE TABLE IF NOT EXISTS checkpoints (
     thread_id TEXT NOT NULL, seq INTEGER NOT NULL, run_id TEXT NOT NULL, step INTEGER NOT NULL,
     status TEXT NOT NULL, state TEXT NOT NULL, pending TEXT NOT NULL DEFAULT '{}', created REAL NOT NULL,
     PRIMARY KEY (thread_id, seq)
+);
+CREATE TABLE IF NOT EXISTS messages (
+    thread_id TEXT NOT NULL, idx INTEGER NOT NULL, message TEXT NOT NULL, PRIMARY KEY (thread_id, idx)
 );
 CREATE TABLE IF NOT EXISTS runs (
     id TEXT PRIMARY KEY, thread_id TEXT NOT NULL, status TEXT NOT NULL, input TEXT NOT NULL,
@@ -148,7 +154,7 @@ class Store:
 
     def delete_thread(self, thread_id: str) -> None:
         with self.transaction() as db:
-            for table in ("checkpoints", "runs", "events", "usage"):
+            for table in ("checkpoints", "messages", "runs", "events", "usage"):
                 db.execute(f"DELETE FROM {table} WHERE thread_id=?", (thread_id,))
             db.execute("DELETE FROM threads WHERE id=?", (thread_id,))
 
@@ -165,13 +171,29 @@ class Store:
         calls: Sequence[tuple[str, Usage]] = (),
         run: RunRecord | None = None,
         thread_status: str | None = None,
+        events: Sequence[Event] = (),
     ) -> int:
-        """Write state, pending questions, this step's usage rows and the run record in ONE transaction."""
+        """Write state, pending questions, this step's usage rows, events and the run record in ONE transaction.
+
+        Messages are append-only, so only those past the previous checkpoint's count are written: the
+        cost of a checkpoint does not grow with the history.
+        """
         now = time.time()
-        state_json = json.dumps(state, ensure_ascii=False)
+        messages = state.get(MESSAGES_KEY, [])
+        rest = {k: v for k, v in state.items() if k != MESSAGES_KEY}
+        rest[COUNT_KEY] = len(messages)
+        state_json = json.dumps(rest, ensure_ascii=False)
         with self.transaction() as db:
-            row = db.execute("SELECT COALESCE(MAX(seq), 0) FROM checkpoints WHERE thread_id=?", (thread_id,)).fetchone()
-            seq = int(row[0]) + 1
+            row = db.execute(
+                "SELECT seq, state FROM checkpoints WHERE thread_id=? ORDER BY seq DESC LIMIT 1", (thread_id,)
+            ).fetchone()
+            seq = int(row[0]) + 1 if row else 1
+            known = _stored_count(row[1]) if row else 0
+            db.executemany(
+                "INSERT OR REPLACE INTO messages(thread_id, idx, message) VALUES (?,?,?)",
+                [(thread_id, i, json.dumps(messages[i], ensure_ascii=False)) for i in range(min(known, len(messages)), len(messages))],
+            )
+            self._insert_events(db, events)
             db.execute(
                 "INSERT INTO checkpoints(thread_id, seq, run_id, step, status, state, pending, created)"
                 " VALUES (?,?,?,?,?,?,?,?)",
@@ -208,12 +230,19 @@ class Store:
                 " WHERE thread_id=? ORDER BY seq DESC LIMIT 1",
                 (thread_id,),
             ).fetchone()
-        if not row:
-            return None
-        try:
-            state, pending = json.loads(row[5]), json.loads(row[6])
-        except json.JSONDecodeError as e:
-            raise StoreError(f"checkpoint {row[1]} of thread {thread_id} in {self.path} is corrupt: {e}") from None
+            if not row:
+                return None
+            try:
+                state, pending = json.loads(row[5]), json.loads(row[6])
+                count = int(state.pop(COUNT_KEY, 0))
+                rows = self._db.execute(
+                    "SELECT message FROM messages WHERE thread_id=? AND idx<? ORDER BY idx", (thread_id, count)
+                ).fetchall()
+                state[MESSAGES_KEY] = [json.loads(r[0]) for r in rows]
+            except (json.JSONDecodeError, ValueError) as e:
+                raise StoreError(f"checkpoint {row[1]} of thread {thread_id} in {self.path} is corrupt: {e}") from None
+        if len(state[MESSAGES_KEY]) != count:
+            raise StoreError(f"checkpoint {row[1]} of thread {thread_id} in {self.path} is missing messages")
         return Checkpoint(row[0], row[1], row[2], row[3], row[4], state, pending, row[7])
 
     # -- runs --------------------------------------------------------------------------------------
@@ -260,15 +289,33 @@ class Store:
         return info.usage if info else Usage()
 
     # -- events (M8) ---------------------------------------------------------------------------------
+    def next_event_seq(self, thread_id: str) -> int:
+        """The sequence number the thread's next durable event gets."""
+        with self._lock:
+            row = self._db.execute("SELECT COALESCE(MAX(seq), 0) FROM events WHERE thread_id=?", (thread_id,)).fetchone()
+        return int(row[0]) + 1
+
     def append_event(self, event: Event) -> Event:
+        """Store one event now, numbering it after the thread's last (outside a run's checkpoints)."""
         with self.transaction() as db:
             row = db.execute("SELECT COALESCE(MAX(seq), 0) FROM events WHERE thread_id=?", (event.thread_id,)).fetchone()
-            seq = int(row[0]) + 1
-            db.execute(
-                "INSERT INTO events(thread_id, seq, type, run_id, step, time, data) VALUES (?,?,?,?,?,?,?)",
-                (event.thread_id, seq, event.type, event.run_id, event.step, event.time, json.dumps(event.data)),
-            )
-        return Event(event.type, event.thread_id, event.run_id, event.step, event.data, event.time, seq)
+            numbered = Event(event.type, event.thread_id, event.run_id, event.step, event.data, event.time,
+                             int(row[0]) + 1)
+            self._insert_events(db, [numbered])
+        return numbered
+
+    def append_events(self, events: Sequence[Event]) -> None:
+        """Store events already numbered by the engine (those emitted after a run's last checkpoint)."""
+        if events:
+            with self.transaction() as db:
+                self._insert_events(db, events)
+
+    @staticmethod
+    def _insert_events(db: sqlite3.Connection, events: Sequence[Event]) -> None:
+        db.executemany(
+            "INSERT OR REPLACE INTO events(thread_id, seq, type, run_id, step, time, data) VALUES (?,?,?,?,?,?,?)",
+            [(e.thread_id, e.seq, e.type, e.run_id, e.step, e.time, json.dumps(e.data)) for e in events],
+        )
 
     def events(self, thread_id: str, after_seq: int = 0, types: set[str] | None = None) -> list[Event]:
         with self._lock:
@@ -279,6 +326,14 @@ class Store:
             ).fetchall()
         out = [Event.from_row(r[0], r[1], r[2], r[3], json.loads(r[4]), r[5], r[6]) for r in rows]
         return [e for e in out if types is None or e.type in types]
+
+
+def _stored_count(state_json: str) -> int:
+    """How many messages a stored checkpoint holds (they live in the messages table)."""
+    try:
+        return int(json.loads(state_json).get(COUNT_KEY, 0))
+    except (json.JSONDecodeError, ValueError, AttributeError):
+        return 0
 
 
 def _thread(row: Any) -> ThreadInfo:

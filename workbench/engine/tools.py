@@ -92,9 +92,7 @@ def validate_call(tool: Tool | None, call: ToolCall, known: Sequence[str]) -> st
     if call.arguments is None:
         raw = call.raw_arguments if len(call.raw_arguments) <= 200 else call.raw_arguments[:200] + "…"
         return f"Error: the arguments for '{call.name}' are not a valid JSON object: {raw!r}. Send a JSON object."
-    import jsonschema  # local: only tool calls pay for it
-
-    validator = jsonschema.Draft202012Validator(tool.parameters)
+    validator = _validator(tool)
     errors = sorted(validator.iter_errors(call.arguments), key=lambda e: list(e.absolute_path))
     if errors:
         parts = []
@@ -103,6 +101,20 @@ def validate_call(tool: Tool | None, call: ToolCall, known: Sequence[str]) -> st
             parts.append(f"{where}: {e.message}")
         return f"Error: invalid arguments for '{call.name}': " + "; ".join(parts)
     return None
+
+
+_VALIDATORS: dict[int, tuple[Tool, Any]] = {}
+
+
+def _validator(tool: Tool) -> Any:
+    """One compiled validator per tool (building one costs more than validating a call)."""
+    entry = _VALIDATORS.get(id(tool))
+    if entry is None or entry[0] is not tool:
+        import jsonschema  # local: only tool calls pay for it
+
+        entry = (tool, jsonschema.Draft202012Validator(tool.parameters))
+        _VALIDATORS[id(tool)] = entry
+    return entry[1]
 
 
 def schema(properties: dict[str, Any], required: Sequence[str] = ()) -> dict[str, Any]:

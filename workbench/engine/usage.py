@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, fields
+from dataclasses import dataclass, fields
 from typing import Any
 
 
@@ -44,9 +44,17 @@ class Usage:
         )
 
     def to_dict(self) -> dict[str, Any]:
-        d = asdict(self)
-        d["total_tokens"] = self.total_tokens
-        return d
+        # Spelled out: dataclasses.asdict deep-copies and is ~10x slower on this hot path (per event).
+        return {
+            "input_tokens": self.input_tokens,
+            "output_tokens": self.output_tokens,
+            "thoughts_tokens": self.thoughts_tokens,
+            "cached_tokens": self.cached_tokens,
+            "cost_usd": self.cost_usd,
+            "calls": self.calls,
+            "unpriced_calls": self.unpriced_calls,
+            "total_tokens": self.total_tokens,
+        }
 
     @classmethod
     def from_dict(cls, data: dict[str, Any] | None) -> Usage:
