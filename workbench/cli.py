@@ -317,27 +317,9 @@ def format_usage(usage: Any) -> str:
     return " · ".join(parts)
 
 
-_ENVELOPE = ("type", "thread", "run", "step", "time")
-
-
 def event_dict(event: Event) -> dict[str, Any]:
-    """``Event.to_dict()`` with the envelope kept intact.
-
-    ``to_dict`` lets a data field override the envelope: ``usage_updated`` carries ``run`` and ``thread``
-    usage dicts that would replace the run and thread ids. Such fields are renamed ``<key>_usage``
-    (usage_updated) or ``data_<key>`` (anything else) so every line keeps type/thread/run/step/time.
-    """
-    d = event.to_dict()
-    envelope = {"type": event.type, "thread": event.thread_id, "run": event.run_id, "step": event.step,
-                "time": round(event.time, 3)}
-    if all(d.get(k) == v for k, v in envelope.items()):
-        return d
-    out: dict[str, Any] = dict(envelope)
-    for key, value in event.data.items():
-        if key in _ENVELOPE:
-            key = f"{key}_usage" if event.type == "usage_updated" else f"data_{key}"
-        out[key] = value
-    return out
+    """One ``--json`` line: the event's type, thread, run, step and time, then its fields."""
+    return event.to_dict()
 
 
 def _fmt_time(t: float) -> str:

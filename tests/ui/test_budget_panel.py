@@ -175,7 +175,7 @@ async def test_hold_and_exceeded_events_show_the_middlewares_figures_and_custom_
                                                                 "fields": fields, "refused": True}))
     assert "Stopped" in panel.status_label.text() and "you chose to stop" in panel.status_label.text()
     # Events of another thread are not this panel's business.
-    panel.handle_event(Event("usage_updated", "other", "r9", 1, {"run": {"total_tokens": 1}, "thread": {}}))
+    panel.handle_event(Event("usage_updated", "other", "r9", 1, {"run_usage": {"total_tokens": 1}, "thread_usage": {}}))
     assert panel.meter("run", "total_tokens").spent == 150
     unsubscribe()
     await session.close()

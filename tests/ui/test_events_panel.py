@@ -106,7 +106,7 @@ def test_filter_by_text_and_type_together(panel):
 def test_live_events_and_repeats_are_ignored(panel):
     panel.add_event(ev("run_started", 1))
     panel.add_event(Event("model_delta", "t1", "r", 1, {"text": "Hel"}))
-    panel.add_event(Event("usage_updated", "t1", "r", 1, {"run": {}, "thread": {}}))
+    panel.add_event(Event("usage_updated", "t1", "r", 1, {"run_usage": {}, "thread_usage": {}}))
     panel.add_event(ev("run_started", 1))  # the same durable event replayed
     assert [e.type for e in panel.model.events] == ["run_started"]
     assert panel.types() == ["run_started"]

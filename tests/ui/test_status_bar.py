@@ -94,7 +94,7 @@ def test_handle_event_from_usage_updated_and_run_events(bar):
     bar.set_model("openai/gpt-4.1")
     bar.handle_event(Event("run_started", "t", "r", 0, {"input_chars": 5}))
     assert bar.status_label.text() == "Running…"
-    bar.handle_event(Event("usage_updated", "t", "r", 1, {"run": run, "thread": run, "model": "gpt-4.1-2025-04-14"}))
+    bar.handle_event(Event("usage_updated", "t", "r", 1, {"run_usage": run, "thread_usage": run, "model": "gpt-4.1-2025-04-14"}))
     assert bar.usage_label.text().startswith("Run 100 in / 10 out · $0.0010")
     assert bar.model_label.text() == "openai/gpt-4.1"  # the chosen name, not the provider's dated id
     bar.handle_event(Event("run_finished", "t", "r", 2, {"status": "done", "usage": run}))

@@ -17,7 +17,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from workbench.engine.events import Event
+from workbench.engine.events import ENVELOPE, Event
 from workbench.engine.messages import Message, ModelDelta, ModelRequest, ModelResponse, ToolCall
 from workbench.engine.middleware import (
     AgentMiddleware,
@@ -144,6 +144,9 @@ class _Runtime:
 
     def emit(self, type: str, **data: Any) -> Event:
         """Publish an event now; a durable one is numbered now and stored with the next checkpoint."""
+        clash = ENVELOPE.intersection(data)
+        if clash:  # would be hidden behind the envelope in --json lines and to_dict()
+            raise RunError(f"event {type!r} uses reserved field names: {', '.join(sorted(clash))}")
         event = Event(type, self.thread_id, self.run_id, self.step, data)
         if event.durable:
             if self.next_seq is None:
@@ -459,7 +462,7 @@ class Engine:
         rt.calls.append((model, usage))
         rt.emit("model_call_finished", model=model, usage=usage.to_dict())
         view = rt.usage_view()
-        rt.emit("usage_updated", run=view["run"].to_dict(), thread=view["thread"].to_dict(), model=model,
+        rt.emit("usage_updated", run_usage=view["run"].to_dict(), thread_usage=view["thread"].to_dict(), model=model,
                 call=usage.to_dict())
 
     # -- tool calls ------------------------------------------------------------------------------------------

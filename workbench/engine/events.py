@@ -35,6 +35,9 @@ LIVE_TYPES: frozenset[str] = frozenset(
 )
 
 
+ENVELOPE: frozenset[str] = frozenset({"type", "thread", "run", "step", "time"})
+
+
 @dataclass(frozen=True)
 class Event:
     """One engine event. ``data`` holds the type's fields (see the builder functions' callers)."""
@@ -52,15 +55,15 @@ class Event:
         return self.type in DURABLE_TYPES
 
     def to_dict(self) -> dict[str, Any]:
-        d: dict[str, Any] = {
+        # The envelope comes last so no data field can hide it (data never uses these names).
+        return {
+            **self.data,
             "type": self.type,
             "thread": self.thread_id,
             "run": self.run_id,
             "step": self.step,
             "time": round(self.time, 3),
         }
-        d.update(self.data)
-        return d
 
     @classmethod
     def from_row(cls, type: str, thread_id: str, run_id: str, step: int, data: dict[str, Any], time: float, seq: int) -> Event:

@@ -9,7 +9,7 @@ Fed by the window through two calls, never by polling:
   bookkeeping (approval baselines, raised limits, custom counters, sub-agent usage) from the thread's
   latest checkpoint.
 - ``handle_event(event)`` takes every engine event: ``usage_updated`` (after each model call: run usage
-  from ``data["run"]``, session usage from ``data["thread"]``, the call's model and usage for the
+  from ``data["run_usage"]``, session usage from ``data["thread_usage"]``, the call's model and usage for the
   breakdown) moves the meters; ``step_started``/``run_finished`` re-read the committed bookkeeping;
   ``budget_hold``/``budget_exceeded`` carry the middleware's own spent/limit figures, shown as they are.
 
@@ -438,8 +438,8 @@ class BudgetPanel(QWidget):
                 self._load_run(run_id)
             self._reported.clear()
         if t == "usage_updated":
-            self._run_usage = dict(data.get("run") or {})
-            self._thread_usage = dict(data.get("thread") or {})
+            self._run_usage = dict(data.get("run_usage") or {})
+            self._thread_usage = dict(data.get("thread_usage") or {})
             model = str(data.get("model") or "unknown")
             call = Usage.from_dict(data.get("call"))
             for rows in (self._run_models, self._thread_models):

@@ -1,7 +1,7 @@
 """The status bar (G1): model, run status, tokens in/out and cost.
 
 Fed by the bridge: ``set_model`` when a session opens, ``set_status`` from ``run_started`` /
-``run_finished``, ``set_usage`` from ``usage_updated`` data (``{"run": Usage.to_dict(), "thread": …,
+``run_finished``, ``set_usage`` from ``usage_updated`` data (``{"run_usage": Usage.to_dict(), "thread_usage": …,
 "model": …}``). ``handle_event`` does all three from an engine event, for callers that just forward.
 """
 
@@ -123,7 +123,7 @@ class RunStatusBar(QStatusBar):
         if event.type == "usage_updated":
             # data["model"] is what the provider answered with (often a dated id): the bar keeps the
             # name the user chose, set by set_model.
-            self.set_usage(data.get("run"), data.get("thread"))
+            self.set_usage(data.get("run_usage"), data.get("thread_usage"))
         elif event.type == "run_started":
             self.set_status("running")
         elif event.type == "run_finished":

@@ -1,0 +1,150 @@
+"""UI latency: how long the Qt thread stalls during a real session (issue 3, benchmarks).
+
+Through the real window and the real litellm path: the loopback stub server (``tests/stub_server.py``,
+in its own process) plays a session of 50 tool-call steps with a growing history (each step reads a
+~2 KB file, so the history grows to ~100 KB) and 2,000 streamed text chunks in all (20 per tool step,
+1,000 in the final answer). A 10 ms ``QTimer`` ticks on the Qt thread throughout; the gaps between
+ticks show every stall the user would feel. Targets: p99 under 16 ms, max under 50 ms.
+
+    QT_QPA_PLATFORM=offscreen python benchmarks/ui_latency.py [--steps 50] [--chunks 2000]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
+
+
+def build_script(steps: int, chunks: int) -> list[dict[str, object]]:
+    """The stub's replies: ``steps`` tool-call steps streaming text, then a long streamed answer."""
+    per_step = chunks // 2 // steps
+    final = chunks - per_step * steps
+    replies: list[dict[str, object]] = []
+    for i in range(steps):
+        replies.append({
+            "text": " ".join(f"step{i}-w{j}" for j in range(per_step)) + " ",
+            "chunks": per_step,
+            "chunk_delay": 0.002,
+            "tool_calls": [["read_file", {"path": f"/project/docs/part{i % 10}.md"}, f"call_{i}"]],
+            "usage": [1000 + 600 * i, 40],
+        })
+    # The answer is markdown-like: a line every ~12 words, a blank line every ~60 (as models write).
+    words = [f"word{j}" + ("\n\n" if j % 60 == 59 else "\n" if j % 12 == 11 else " ") for j in range(final)]
+    replies.append({
+        "text": "".join(words) + "\n\n**Done.**",
+        "chunks": final,
+        "chunk_delay": 0.002,
+        "usage": [1000 + 600 * steps, final],
+    })
+    return replies
+
+
+def percentile(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    k = max(0, min(len(ordered) - 1, round(q / 100 * (len(ordered) - 1))))
+    return ordered[k]
+
+
+async def measure(url: str, workspace: Path, steps: int) -> dict[str, object]:
+    from PySide6.QtCore import Qt, QTimer
+
+    from workbench.config import UserSettings
+    from workbench.ui.main_window import MainWindow
+    from workbench.ui.qt_async import application
+
+    app = application()
+    app.setQuitOnLastWindowClosed(False)
+    window = MainWindow(UserSettings(), persist=False)
+    window.resize(1200, 800)
+    window.show()
+    session = await window.open_workspace(workspace)
+    # What the app does at start, finished before measuring: litellm imported and warmed on the
+    # model's worker thread, the token encoding loaded.
+    model = session.engine.agent.model
+    await asyncio.wrap_future(model.warm_up())
+    from workbench.ui.main_window import _warm_tokens
+
+    await asyncio.get_running_loop().run_in_executor(None, _warm_tokens)
+
+    ticks: list[float] = []
+    timer = QTimer()
+    timer.setTimerType(Qt.TimerType.PreciseTimer)
+    timer.setInterval(10)
+    timer.timeout.connect(lambda: ticks.append(time.perf_counter()))
+    timer.start()
+    started = time.perf_counter()
+    status = await window.send(f"Read the {steps} parts and summarise them.")
+    elapsed = time.perf_counter() - started
+    timer.stop()
+    gaps = [(b - a) * 1000 for a, b in zip(ticks, ticks[1:])]
+    rows = len(window.transcript.tool_rows())
+    answer = window.transcript.messages()[-1].text
+    await window.wait_closed()
+    return {
+        "status": status,
+        "seconds": round(elapsed, 2),
+        "ticks": len(ticks),
+        "tool_rows": rows,
+        "answer_chars": len(answer),
+        "gap_p50_ms": round(statistics.median(gaps), 2),
+        "gap_p99_ms": round(percentile(gaps, 99), 2),
+        "gap_max_ms": round(max(gaps), 2),
+        "gaps_over_16ms": sum(1 for g in gaps if g > 16),
+        "gaps_over_50ms": sum(1 for g in gaps if g > 50),
+    }
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--steps", type=int, default=50)
+    parser.add_argument("--chunks", type=int, default=2000)
+    parser.add_argument("--json", action="store_true", help="print the figures as one JSON object")
+    args = parser.parse_args()
+
+    tmp = Path(tempfile.mkdtemp(prefix="workbench-ui-latency-"))
+    os.environ["WORKBENCH_CONFIG_DIR"] = str(tmp / "config")
+    os.environ["WORKBENCH_DATA_DIR"] = str(tmp / "data")
+    os.environ["OPENAI_API_KEY"] = "sk-bench"
+    script = tmp / "script.json"
+    script.write_text(json.dumps(build_script(args.steps, args.chunks)))
+    server = subprocess.Popen([sys.executable, "-m", "tests.stub_server", "--port", "0", "--script", str(script)],
+                              cwd=ROOT, stdout=subprocess.PIPE, text=True)
+    try:
+        assert server.stdout is not None
+        url = server.stdout.readline().strip()
+        ws = tmp / "ws"
+        (ws / "docs").mkdir(parents=True)
+        for i in range(10):
+            (ws / "docs" / f"part{i}.md").write_text(f"# Part {i}\n\n" + ("Some notes about the project. " * 70))
+        (ws / "workbench.yaml").write_text(f"model: openai/test-model\napi_base: {url}\n")
+        from workbench.ui.qt_async import run
+
+        figures = run(measure(url, ws, args.steps))
+    finally:
+        server.terminate()
+        server.wait(10)
+    if args.json:
+        print(json.dumps(figures))
+    else:
+        print(f"ui_latency: {args.steps} tool steps, {args.chunks} streamed chunks, through the window and litellm")
+        for key, value in figures.items():
+            print(f"  {key:16} {value}")
+        ok = figures["gap_p99_ms"] < 16 and figures["gap_max_ms"] < 50
+        print(f"  targets          p99 < 16 ms, max < 50 ms: {'met' if ok else 'NOT met'}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,78 @@
+"""Polling helpers for async UI tests (never ``qtbot.waitSignal`` inside a coroutine)."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+from PySide6.QtCore import Qt
+from PySide6.QtWidgets import QAbstractButton, QApplication, QDialog, QWidget
+
+T = TypeVar("T")
+
+
+async def wait_for(predicate: Callable[[], T], timeout: float = 10.0, what: str = "condition") -> T:
+    """Poll ``predicate`` on the loop until it is truthy; its value."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = predicate()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout} s waiting for {what}")
+        await asyncio.sleep(0.01)
+
+
+def visible_dialog(name: str) -> QDialog | None:
+    for w in QApplication.topLevelWidgets():
+        if isinstance(w, QDialog) and w.objectName() == name and w.isVisible():
+            return w
+    return None
+
+
+async def find_dialog(name: str, timeout: float = 30.0) -> Any:
+    """The visible top-level dialog with this object name."""
+    return await wait_for(lambda: visible_dialog(name), timeout, f"dialog {name!r}")
+
+
+def button(parent: QWidget, name: str) -> QAbstractButton:
+    b = parent.findChild(QAbstractButton, name)
+    assert b is not None, f"no button {name!r} in {parent.objectName()}"
+    return b
+
+
+def click(qtbot: Any, widget: QAbstractButton) -> None:
+    assert widget.isEnabled(), f"{widget.objectName()} is disabled"
+    qtbot.mouseClick(widget, Qt.MouseButton.LeftButton)
+
+
+def render_window(window: QWidget, path: str | None = None) -> Any:
+    """The window as a QImage, with its open dialogs painted over it where they appear (centred on it,
+    as window-modal dialogs are); saved as PNG to ``path`` if given."""
+    from PySide6.QtGui import QPainter
+
+    pixmap = window.grab()
+    painter = QPainter(pixmap)
+    for w in QApplication.topLevelWidgets():
+        if isinstance(w, QDialog) and w.isVisible() and w is not window:
+            shot = w.grab()
+            x = (pixmap.width() - shot.width()) // 2
+            y = (pixmap.height() - shot.height()) // 2
+            painter.fillRect(x - 1, y - 1, shot.width() + 2, shot.height() + 2, Qt.GlobalColor.darkGray)
+            painter.drawPixmap(x, y, shot)
+    painter.end()
+    image = pixmap.toImage()
+    if path:
+        assert image.save(path, "PNG"), f"could not write {path}"
+    return image
+
+
+def distinct_colors(image: Any, step: int = 7) -> int:
+    """How many distinct colours a grid sample of the image has (a blank render has one or two)."""
+    seen = set()
+    for y in range(0, image.height(), step):
+        for x in range(0, image.width(), step):
+            seen.add(image.pixel(x, y))
+    return len(seen)

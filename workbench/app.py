@@ -1,0 +1,216 @@
+"""``workbench`` with no arguments: the window (DESIGN §1, §5; issue 3 item 1).
+
+QApplication on a qasync loop (``asyncio.Runner(loop_factory=...)``, Python 3.11). The window is shown
+before anything imports litellm; the model's worker thread imports and warms litellm afterwards
+(not for the offline demo model). First run: the demo workspace shipped in ``workbench.resources``
+is copied to the user data folder and opened on the demo model when no API key is found; later runs
+open the last workspace. If Qt cannot load its ``xcb`` plugin, the G6 hint names the packages.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import logging
+import os
+import shutil
+import sys
+import time
+from collections.abc import Sequence
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+log = logging.getLogger("workbench.app")
+
+_STARTED = time.perf_counter()
+
+XCB_PACKAGES = ("libxcb-cursor0", "libxcb-icccm4", "libxcb-keysyms1")
+XCB_HINT = (
+    "workbench: Qt could not load its 'xcb' platform plugin, so the window cannot open.\n"
+    "On Debian or Ubuntu install the libraries it needs:\n"
+    f"    sudo apt install {' '.join(XCB_PACKAGES)}\n"
+    "Also check that $DISPLAY points at a running X server. The headless commands (`workbench run …`)\n"
+    "need none of this."
+)
+DEMO_FOLDER = "demo-workspace"
+
+
+# ------------------------------------------------------------------------------------------------
+# The G6 hint
+
+
+def is_xcb_failure(message: str) -> bool:
+    """True for Qt's messages about the xcb platform plugin failing to load."""
+    m = message.lower()
+    return "xcb" in m and ("platform plugin" in m or "libxcb" in m or "could not connect to display" in m)
+
+
+def install_qt_message_handler() -> None:
+    """Route Qt's messages to logging; on a fatal xcb plugin failure print the G6 hint and exit 1
+    (instead of Qt's abort message alone)."""
+    from PySide6.QtCore import QtMsgType, qInstallMessageHandler
+
+    seen_xcb: list[str] = []
+
+    def handler(mode: Any, _context: Any, message: str) -> None:
+        if is_xcb_failure(message):
+            seen_xcb.append(message)
+        if mode == QtMsgType.QtFatalMsg:
+            sys.stderr.write(message.rstrip() + "\n")
+            if seen_xcb or is_xcb_failure(message) or "no qt platform plugin" in message.lower():
+                sys.stderr.write("\n" + XCB_HINT + "\n")
+            sys.stderr.flush()
+            os._exit(1)  # Qt aborts right after a fatal message; exit cleanly with the hint instead
+        level = {QtMsgType.QtDebugMsg: logging.DEBUG, QtMsgType.QtInfoMsg: logging.INFO,
+                 QtMsgType.QtWarningMsg: logging.WARNING, QtMsgType.QtCriticalMsg: logging.ERROR}.get(mode, logging.INFO)
+        logging.getLogger("qt").log(level, "%s", message)
+
+    qInstallMessageHandler(handler)
+
+
+# ------------------------------------------------------------------------------------------------
+# Which workspace to open
+
+
+def demo_source() -> Any:
+    """The demo workspace shipped in the package (a Traversable)."""
+    return resources.files("workbench.resources") / "demo"
+
+
+def ensure_demo_workspace(target: Path | None = None) -> Path:
+    """Copy the shipped demo workspace to the user data folder once; returns its path."""
+    from workbench.config import user_data_dir
+
+    dest = target or user_data_dir() / DEMO_FOLDER
+    if (dest / "workbench.yaml").is_file():
+        return dest
+    dest.mkdir(parents=True, exist_ok=True)
+    with resources.as_file(demo_source()) as src:
+        shutil.copytree(src, dest, dirs_exist_ok=True,
+                        ignore=shutil.ignore_patterns("__pycache__", "*.pyc", ".gitkeep", ".workbench"))
+    return dest
+
+
+def any_api_key(model: str | None) -> bool:
+    """Whether a key is found for ``model`` (or, with no model chosen, for any known provider)."""
+    from workbench.secrets import ENV_VARS, lookup_api_key
+
+    if model and model != "demo":
+        return bool(lookup_api_key(model))
+    return any(os.environ.get(var) for var in ENV_VARS.values())
+
+
+def start_workspace(settings: Any, requested: str | None = None) -> tuple[Path, str | None]:
+    """The workspace to open and a model override: the one asked for, else the last one, else (first
+    run) the demo workspace — on the demo model unless a key for the user's model is found."""
+    if requested:
+        return Path(requested).expanduser().resolve(), None
+    last = settings.last_workspace
+    if last and Path(last).is_dir():
+        return Path(last), None
+    demo = ensure_demo_workspace()
+    if settings.model and settings.model != "demo" and any_api_key(settings.model):
+        return demo, settings.model
+    return demo, "demo"
+
+
+# ------------------------------------------------------------------------------------------------
+# Panels other modules provide
+
+
+def plug_panels(window: Any) -> None:
+    """Add the panels that exist (each module is optional): the Events dock for now; a module
+    ``workbench.ui.panels`` with ``install_panels(window)`` adds the others."""
+    from PySide6.QtCore import Qt
+
+    try:
+        from workbench.ui.events_panel import EventsPanel
+    except ImportError:
+        EventsPanel = None  # noqa: N806
+    if EventsPanel is not None and window.dock("Events") is None:
+        panel = EventsPanel(window)
+        window.add_dock("Events", panel, Qt.DockWidgetArea.BottomDockWidgetArea, visible=False)
+        bridge = window.bridge
+        bridge.sig_thread_attached.connect(lambda _tid: panel.clear())
+        bridge.sig_event_received.connect(panel.add_event)
+    try:
+        from workbench.ui.panels import install_panels  # type: ignore[import-not-found]
+    except ImportError:
+        return
+    install_panels(window)
+
+
+# ------------------------------------------------------------------------------------------------
+# main
+
+
+def _parse(argv: Sequence[str]) -> argparse.Namespace:
+    p = argparse.ArgumentParser(prog="workbench", description="Open the Agent Workbench window.")
+    p.add_argument("--workspace", help="open this workspace folder (default: the last one, or the demo)")
+    p.add_argument("--model", help="use this model instead of the workspace's")
+    p.add_argument("--exit-after-start", action="store_true", help=argparse.SUPPRESS)
+    return p.parse_args(list(argv))
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Open the window; returns the exit code when it is closed."""
+    args = _parse(sys.argv[1:] if argv is None else argv)
+    logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+    os.environ.setdefault("QT_API", "pyside6")
+    install_qt_message_handler()
+    from workbench.ui import qt_async
+
+    app = qt_async.application([sys.argv[0] if sys.argv else "workbench"])
+    app.setApplicationName("Agent Workbench")
+    app.setOrganizationName("workbench")
+    app.setDesktopFileName("io.github.agent_workbench")
+    app.setQuitOnLastWindowClosed(False)  # the loop ends when the window's session is closed
+    from workbench.ui.main_window import apply_app_style
+
+    apply_app_style(app)
+    return qt_async.run(_amain(app, args))
+
+
+async def _amain(app: Any, args: argparse.Namespace) -> int:
+    from workbench.config import load_user_settings
+    from workbench.errors import WorkbenchError
+    from workbench.ui.main_window import MainWindow
+
+    settings = load_user_settings()
+    window = MainWindow(settings)
+    plug_panels(window)
+    window.show()
+    await asyncio.sleep(0)  # let the window paint before anything else
+    if os.environ.get("WORKBENCH_EXIT_AFTER_SHOWN") == "1":  # benchmarks/startup.py: spawn to shown
+        print(f"WINDOW_SHOWN {time.time()}", flush=True)
+        window.close()
+        await window.wait_closed()
+        return 0
+    shown = time.perf_counter() - _STARTED
+    litellm_at_show = "litellm" in sys.modules
+    closed = asyncio.Event()
+    window.destroyed.connect(lambda *_: closed.set())
+    app.lastWindowClosed.connect(closed.set)
+
+    try:
+        workspace, model = start_workspace(settings, args.workspace)
+        await window.open_workspace(workspace, model=args.model or model)
+    except (WorkbenchError, OSError) as e:
+        window.error_bar.show_message(f"Could not open the workspace: {e}. Use File → Open workspace….")
+    if args.exit_after_start:
+        print(json.dumps({"shown_s": round(shown, 3), "litellm_imported_at_show": litellm_at_show,
+                          "model": window.session.model_name if window.session else None,
+                          "workspace": str(window.session.workspace) if window.session else None}), flush=True)
+        window.close()
+    await closed.wait()
+    await window.wait_closed()
+    from workbench.ui.main_window import wait_warm_up
+
+    wait_warm_up(5.0)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

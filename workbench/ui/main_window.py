@@ -1,0 +1,671 @@
+"""The main window (G1): threads on the left, the transcript in the centre, the input box with Send
+(Ctrl+Enter) and Stop, and a status bar with the model, the run status, tokens and cost.
+
+The window talks to one ``Session`` at a time. Events come in through the ``Bridge``; user actions go
+back as Session calls started with ``qt_async.start``. A run that suspends on questions opens the
+approval dialog (``open()``ed and awaited); its decisions resume the run. Other panels (Settings,
+Events, Plan, Skills, …) plug in with ``add_dock(title, widget, area)``; the View menu lists every
+dock, and the dock layout and window geometry are kept in ``UserSettings.window``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import re
+import threading
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from PySide6.QtCore import QByteArray, Qt, Signal, Slot
+from PySide6.QtGui import QAction, QCloseEvent, QKeyEvent, QKeySequence
+from PySide6.QtWidgets import (
+    QApplication,
+    QDockWidget,
+    QFileDialog,
+    QFrame,
+    QHBoxLayout,
+    QLabel,
+    QMainWindow,
+    QMenu,
+    QPlainTextEdit,
+    QPushButton,
+    QSplitter,
+    QStatusBar,
+    QVBoxLayout,
+    QWidget,
+)
+
+from workbench.config import UserSettings, add_recent_workspace, load_user_settings, save_user_settings
+from workbench.errors import WorkbenchError
+from workbench.ui import qt_async
+from workbench.ui.approval_dialog import ask_decisions
+from workbench.ui.bridge import Bridge
+from workbench.ui.threads_panel import ThreadsPanel
+from workbench.ui.transcript import TranscriptView
+from workbench.ui.transcript import palette as transcript_palette
+
+if TYPE_CHECKING:
+    from workbench.engine.middleware import RunResult
+    from workbench.session import Session
+
+log = logging.getLogger(__name__)
+
+APP_TITLE = "Agent Workbench"
+DockArea = Qt.DockWidgetArea
+
+
+def apply_app_style(app: QApplication) -> None:
+    """The style sheet: ``workbench.ui.style.apply_style`` when that module is there, else the sheet
+    shipped in ``workbench.resources`` (if any)."""
+    try:
+        from workbench.ui.style import apply_style
+    except ImportError:
+        apply_style = None
+    if apply_style is not None:
+        try:
+            apply_style(app)
+        except Exception:  # noqa: BLE001 - a broken sheet must not stop the window
+            log.exception("applying the style sheet failed")
+        return
+    from importlib import resources
+
+    for name in ("style/light.qss", "style.qss"):
+        try:
+            sheet = resources.files("workbench.resources").joinpath(name).read_text(encoding="utf-8")
+        except (OSError, ValueError):
+            continue
+        app.setStyleSheet(sheet)
+        return
+
+
+class PromptEdit(QPlainTextEdit):
+    """The input box: Ctrl+Enter sends."""
+
+    sig_prompt_submitted = Signal()
+    """Ctrl+Enter was pressed."""
+
+    def keyPressEvent(self, event: QKeyEvent) -> None:  # noqa: N802 - Qt override
+        if event.key() in (Qt.Key.Key_Return, Qt.Key.Key_Enter) and (
+            event.modifiers() & Qt.KeyboardModifier.ControlModifier
+        ):
+            self.sig_prompt_submitted.emit()
+            return
+        super().keyPressEvent(event)
+
+
+class ErrorBar(QFrame):
+    """A dismissible bar above the transcript for failures that are not a run's own error."""
+
+    def __init__(self, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.setObjectName("error_bar")
+        bg, border, fg = transcript_palette()["error"]
+        self.setStyleSheet(f"QFrame#error_bar {{ background: {bg}; border: 1px solid {border}; border-radius: 4px; }}"
+                           f" QFrame#error_bar QLabel {{ color: {fg}; }}")
+        lay = QHBoxLayout(self)
+        lay.setContentsMargins(8, 4, 8, 4)
+        self.label = QLabel(self)
+        self.label.setObjectName("error_text")
+        self.label.setWordWrap(True)
+        self.label.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        lay.addWidget(self.label, 1)
+        close = QPushButton("Dismiss", self)
+        close.setAutoDefault(False)
+        close.clicked.connect(self.hide)
+        lay.addWidget(close)
+        self.messages: list[str] = []
+        self.hide()
+
+    def show_message(self, text: str) -> None:
+        self.messages.append(text)
+        self.label.setText(text)
+        self.show()
+
+
+def _status_bar(parent: QWidget) -> QStatusBar:
+    """``workbench.ui.status_bar.RunStatusBar`` (model, run status, tokens, cost), or a plain fallback."""
+    try:
+        from workbench.ui.status_bar import RunStatusBar
+
+        return RunStatusBar(parent)
+    except ImportError:
+        return _FallbackStatusBar(parent)
+
+
+class _FallbackStatusBar(QStatusBar):
+    def __init__(self, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.model_label, self.status_label, self.usage_label = QLabel(self), QLabel(self), QLabel(self)
+        for label in (self.model_label, self.status_label, self.usage_label):
+            self.addPermanentWidget(label)
+
+    def set_model(self, name: str | None) -> None:
+        self.model_label.setText(name or "no model")
+
+    def set_status(self, status: str | None) -> None:
+        self.status_label.setText(status or "ready")
+
+    def set_usage(self, run: dict[str, Any] | None, thread: dict[str, Any] | None) -> None:
+        t = thread or {}
+        cost = t.get("cost_usd")
+        self.usage_label.setText(f"{int(t.get('input_tokens') or 0):,} in / {int(t.get('output_tokens') or 0):,} out"
+                                 f" · {'$%.4f' % cost if cost is not None else 'cost n/a'}")
+
+
+class MainWindow(QMainWindow):
+    """The workbench window over one Session at a time."""
+
+    sig_session_opened = Signal(object)
+    """A workspace was opened (the new ``Session``)."""
+
+    sig_run_settled = Signal(str)
+    """A send (with its approvals) settled: the last run status (done, failed, aborted, interrupted)."""
+
+    def __init__(self, settings: UserSettings | None = None, *, persist: bool = True,
+                 parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.setObjectName("main_window")
+        self.setWindowTitle(APP_TITLE)
+        self.settings = settings if settings is not None else load_user_settings()
+        self.persist = persist
+        self.session: Session | None = None
+        self.bridge = Bridge(parent=self)
+        self._drive_task: asyncio.Task[Any] | None = None
+        self._shutdown_task: asyncio.Task[None] | None = None
+        self._docks: dict[str, QDockWidget] = {}
+        self._closing = False
+        self.setDockOptions(QMainWindow.DockOption.AnimatedDocks | QMainWindow.DockOption.AllowTabbedDocks)
+
+        # centre: error bar, transcript, input
+        self.error_bar = ErrorBar(self)
+        self.transcript = TranscriptView(self.bridge, self)
+        self.input = PromptEdit(self)
+        self.input.setObjectName("prompt_input")
+        self.input.setPlaceholderText("Ask the agent…  (Ctrl+Enter sends)")
+        self.send_button = QPushButton("Send", self)
+        self.send_button.setObjectName("send_button")
+        self.send_button.setToolTip("Send (Ctrl+Enter)")
+        self.send_button.setDefault(True)
+        self.stop_button = QPushButton("Stop", self)
+        self.stop_button.setObjectName("stop_button")
+        self.stop_button.setToolTip("Stop the run: it ends aborted and keeps its partial answer")
+        self.stop_button.setEnabled(False)
+        input_row = QWidget(self)
+        row = QHBoxLayout(input_row)
+        row.setContentsMargins(0, 0, 0, 0)
+        row.addWidget(self.input, 1)
+        col = QVBoxLayout()
+        col.addWidget(self.send_button)
+        col.addWidget(self.stop_button)
+        col.addStretch(1)
+        row.addLayout(col)
+        self.splitter = QSplitter(Qt.Orientation.Vertical, self)
+        self.splitter.setObjectName("centre_splitter")
+        self.splitter.addWidget(self.transcript)
+        self.splitter.addWidget(input_row)
+        self.splitter.setStretchFactor(0, 5)
+        self.splitter.setStretchFactor(1, 1)
+        self.splitter.setSizes([600, 110])
+        centre = QWidget(self)
+        lay = QVBoxLayout(centre)
+        lay.setContentsMargins(6, 6, 6, 6)
+        lay.setSpacing(4)
+        lay.addWidget(self.error_bar)
+        lay.addWidget(self.splitter, 1)
+        self.setCentralWidget(centre)
+
+        self.status = _status_bar(self)
+        self.setStatusBar(self.status)
+
+        # menus
+        self.file_menu = self.menuBar().addMenu("&File")
+        self.open_action = QAction("&Open workspace…", self)
+        self.open_action.setShortcut(QKeySequence.StandardKey.Open)
+        self.open_action.triggered.connect(lambda: qt_async.start(self.choose_workspace(), name="open-workspace"))
+        self.file_menu.addAction(self.open_action)
+        self.recent_menu = QMenu("Open &recent", self)
+        self.recent_menu.setObjectName("recent_menu")
+        self.recent_menu.aboutToShow.connect(self._fill_recent_menu)
+        self.file_menu.addMenu(self.recent_menu)
+        self.file_menu.addSeparator()
+        self.settings_action: QAction | None = None
+        if _settings_dialog_available():
+            self.settings_action = QAction("&Settings…", self)
+            self.settings_action.setShortcut(QKeySequence.StandardKey.Preferences)
+            self.settings_action.triggered.connect(lambda: qt_async.start(self.open_settings(), name="settings"))
+            self.file_menu.addAction(self.settings_action)
+            self.file_menu.addSeparator()
+        self.quit_action = QAction("&Quit", self)
+        self.quit_action.setShortcut(QKeySequence.StandardKey.Quit)
+        self.quit_action.triggered.connect(self.close)
+        self.file_menu.addAction(self.quit_action)
+        self.view_menu = self.menuBar().addMenu("&View")
+        self._fill_recent_menu()
+
+        # docks
+        self.threads_panel = ThreadsPanel(self.bridge, self)
+        self.add_dock("Threads", self.threads_panel, DockArea.LeftDockWidgetArea)
+
+        # wiring
+        self.send_button.clicked.connect(self.on_send)
+        self.input.sig_prompt_submitted.connect(self.on_send)
+        self.stop_button.clicked.connect(self.on_stop)
+        self.transcript.sig_decisions_requested.connect(self.on_review_pending)
+        self.transcript.sig_retry_requested.connect(self.on_retry)
+        self.threads_panel.sig_thread_selected.connect(self.on_thread_selected)
+        self.threads_panel.sig_thread_requested.connect(self.on_new_thread)
+        self.threads_panel.sig_thread_deleted.connect(self.on_thread_deleted)
+        self.bridge.sig_thread_loaded.connect(self._on_thread_loaded)
+        self.bridge.sig_status_changed.connect(self._on_status_changed)
+        self.bridge.sig_usage_updated.connect(self._on_usage)
+        self._remove_error_hook = qt_async.add_error_hook(self._on_error)
+
+        self.resize(1200, 800)
+        self.restore_layout()
+
+    # -- docks and layout -------------------------------------------------------------------------------
+    def add_dock(self, title: str, widget: QWidget, area: Qt.DockWidgetArea = DockArea.RightDockWidgetArea,
+                 *, visible: bool = True) -> QDockWidget:
+        """Add a panel as a dock (listed in the View menu; its place is saved with the layout)."""
+        dock = QDockWidget(title, self)
+        dock.setObjectName("dock_" + (re.sub(r"\W+", "_", title.strip().lower()).strip("_") or "panel"))
+        dock.setWidget(widget)
+        dock.setFeatures(QDockWidget.DockWidgetFeature.DockWidgetClosable
+                         | QDockWidget.DockWidgetFeature.DockWidgetMovable
+                         | QDockWidget.DockWidgetFeature.DockWidgetFloatable)
+        self.addDockWidget(area, dock)
+        self._docks[title] = dock
+        action = dock.toggleViewAction()
+        action.setText(title)
+        self.view_menu.addAction(action)
+        if not visible:
+            dock.hide()
+        self.restoreDockWidget(dock)  # back where the saved layout had it, for panels added later
+        return dock
+
+    def dock(self, title: str) -> QDockWidget | None:
+        return self._docks.get(title)
+
+    def docks(self) -> dict[str, QDockWidget]:
+        return dict(self._docks)
+
+    def save_layout(self) -> None:
+        """Window geometry and dock layout into ``UserSettings.window`` (and the settings file)."""
+        self.settings.window["geometry"] = bytes(self.saveGeometry().toBase64().data()).decode("ascii")
+        self.settings.window["state"] = bytes(self.saveState().toBase64().data()).decode("ascii")
+        self.settings.window["splitter"] = bytes(self.splitter.saveState().toBase64().data()).decode("ascii")
+        self._save_settings()
+
+    def restore_layout(self) -> None:
+        w = self.settings.window
+        if w.get("geometry"):
+            self.restoreGeometry(QByteArray.fromBase64(w["geometry"].encode("ascii")))
+        if w.get("state"):
+            self.restoreState(QByteArray.fromBase64(w["state"].encode("ascii")))
+        if w.get("splitter"):
+            self.splitter.restoreState(QByteArray.fromBase64(w["splitter"].encode("ascii")))
+
+    def _save_settings(self) -> None:
+        if not self.persist:
+            return
+        try:
+            save_user_settings(self.settings)
+        except OSError as e:
+            log.warning("could not save the user settings: %s", e)
+
+    # -- workspaces -------------------------------------------------------------------------------------
+    async def open_workspace(self, path: Path | str, *, model: str | None = None, api_base: str | None = None,
+                             thread_id: str | None = None) -> Session:
+        """Open a workspace folder (its newest thread, or ``thread_id``) and show it."""
+        from workbench.session import Session
+
+        await self.close_session()
+        ws = Path(path).expanduser().resolve()
+        self.status.showMessage(f"Opening {ws} …")
+        session = await Session.open(ws, thread_id, model=model or self.settings.model,
+                                     api_base=api_base or self.settings.api_base, threaded_model=True)
+        if thread_id is None:
+            # Session.open made a fresh thread: show the newest existing one instead, if there is one.
+            fresh = session.thread_id
+            older = [t for t in session.threads() if t.id != fresh]
+            if older:
+                session.switch_thread(older[0].id)
+                session.delete_thread(fresh)
+        self.session = session
+        self.setWindowTitle(f"{ws.name} — {APP_TITLE}")
+        self.status.set_model(session.model_name)  # type: ignore[attr-defined]
+        self.bridge.attach(session)
+        add_recent_workspace(self.settings, ws)
+        self._save_settings()
+        self.status.showMessage(f"Opened {ws}", 4000)
+        self.sig_session_opened.emit(session)
+        self.warm_up()
+        return session
+
+    async def close_session(self) -> None:
+        """Stop what runs, close the session (its model worker and store)."""
+        task = self._drive_task
+        if task is not None and not task.done():
+            if self.session is not None and self.session.running:
+                await self.session.stop()
+            task.cancel()
+            await asyncio.wait([task], timeout=5)
+        self._drive_task = None
+        await self._settle_panels()  # a panel still reading through the session would hit a closed store
+        session, self.session = self.session, None
+        self.bridge.attach(None)
+        if session is not None:
+            await session.close()
+
+    async def _settle_panels(self) -> None:
+        for title, panel in getattr(self, "panels", {}).items():
+            tasks = getattr(panel, "tasks", None)
+            if tasks is None:
+                continue
+            try:
+                await tasks.wait_idle(5.0)
+            except Exception as e:  # noqa: BLE001 - already shown by the panel; closing goes on
+                log.warning("the %s panel's work did not settle: %s", title, e)
+
+    def warm_up(self) -> None:
+        """Load what the first step needs off this thread, now rather than on the first message: the
+        token encoding (~0.6 s; the engine counts prompt sections with it on this thread), jsonschema,
+        and, unless the model is the demo, litellm on the model's worker thread."""
+        global _warm_thread
+        if _warm_thread is None:
+            _warm_thread = threading.Thread(target=_warm_tokens, name="workbench-warm-up", daemon=True)
+            _warm_thread.start()
+        session = self.session
+        if session is None or session.model_name == "demo":
+            return
+        model = getattr(getattr(session.engine, "agent", None), "model", None)  # facade has no warm_up()
+        warm = getattr(model, "warm_up", None)
+        if callable(warm):
+            try:
+                warm()
+            except Exception:  # noqa: BLE001 - warm-up is an optimisation
+                log.debug("model warm-up failed to start", exc_info=True)
+
+    async def choose_workspace(self) -> None:
+        dialog = QFileDialog(self, "Open workspace folder")
+        dialog.setObjectName("open_workspace_dialog")
+        dialog.setFileMode(QFileDialog.FileMode.Directory)
+        dialog.setOption(QFileDialog.Option.ShowDirsOnly, True)
+        if self.session is not None:
+            dialog.setDirectory(str(self.session.workspace.parent))
+        try:
+            code = await qt_async.ask_dialog(dialog)
+            files = dialog.selectedFiles()
+        finally:
+            qt_async.release_dialog(dialog)
+        if code == QFileDialog.DialogCode.Accepted and files:
+            await self.open_workspace(files[0])
+
+    @Slot()
+    def _fill_recent_menu(self) -> None:
+        self.recent_menu.clear()
+        for p in self.settings.recent_workspaces:
+            action = self.recent_menu.addAction(p)
+            action.triggered.connect(lambda _=False, p=p: qt_async.start(self.open_workspace(p), name="open-recent"))
+        self.recent_menu.setEnabled(bool(self.settings.recent_workspaces))
+
+    async def open_settings(self) -> None:
+        """The Settings dialog (another panel's module); applying it reopens the workspace."""
+        from workbench.ui.settings_dialog import SettingsDialog
+
+        ws = self.session.workspace if self.session is not None else Path.home()
+        dialog = SettingsDialog(self.settings, ws, self, start=qt_async.start)
+        applied: list[Any] = []
+        dialog.sig_settings_applied.connect(applied.append)
+        try:
+            await qt_async.ask_dialog(dialog)
+        finally:
+            qt_async.release_dialog(dialog)
+        if applied:
+            values = applied[-1]
+            self.settings = load_user_settings() if self.persist else self.settings
+            target = Path(getattr(values, "workspace", ws) or ws)
+            await self.open_workspace(target)
+
+    # -- runs -------------------------------------------------------------------------------------------
+    @property
+    def busy(self) -> bool:
+        return self._drive_task is not None and not self._drive_task.done()
+
+    @Slot()
+    def on_send(self) -> None:
+        text = self.input.toPlainText().strip()
+        session = self.session
+        if not text or session is None:
+            return
+        if self.busy or session.running:
+            self.status.showMessage("A run is in progress: wait for it or press Stop.", 5000)
+            return
+        if session.pending:
+            self.status.showMessage("The run is waiting for your decisions: decide them first.", 5000)
+            self.on_review_pending()
+            return
+        self.input.clear()
+        self.transcript.add_user_message(text)
+        self._drive_task = qt_async.start(self._drive(text), name="run")
+
+    @Slot()
+    def on_stop(self) -> None:
+        qt_async.start(self.stop(), name="stop")
+
+    async def stop(self) -> None:
+        """Stop the run in flight (it ends aborted, partial answer kept); or close a pending dialog."""
+        session = self.session
+        if session is not None and session.running:
+            await session.stop()
+        elif self.busy:
+            assert self._drive_task is not None
+            self._drive_task.cancel()
+
+    @Slot()
+    def on_review_pending(self) -> None:
+        if self.session is None or self.busy or not self.session.pending:
+            return
+        self._drive_task = qt_async.start(self._drive(None), name="decide")
+
+    @Slot()
+    def on_retry(self) -> None:
+        """Re-run the step a failed run stopped at (``Session.recover``), e.g. after fixing the key."""
+        session = self.session
+        if session is None or self.busy or session.running:
+            return
+        if session.status != "failed":
+            self.status.showMessage("Only a failed run can be retried.", 5000)
+            return
+        self._drive_task = qt_async.start(self._drive(None, recover=True), name="retry")
+
+    async def send(self, text: str) -> str:
+        """Send a message as the user would and wait until the run settles; returns its last status."""
+        self.input.setPlainText(text)
+        self.on_send()
+        return await self.wait_settled()
+
+    async def wait_settled(self) -> str:
+        task = self._drive_task
+        if task is not None:
+            try:
+                return str(await asyncio.shield(task))
+            except asyncio.CancelledError:
+                if not task.cancelled():
+                    raise
+        return self.session.status if self.session is not None else ""
+
+    async def _drive(self, prompt: str | None, *, recover: bool = False) -> str:
+        """Run (or recover, or resume) and answer questions until the run ends or the user leaves
+        them pending."""
+        session = self.session
+        assert session is not None
+        self._set_running(True)
+        status = ""
+        try:
+            result: RunResult | None = None
+            if prompt is not None:
+                result = await session.run(prompt)
+            elif recover:
+                result = await session.recover()
+            while True:
+                pending = list(result.pending) if result is not None else list(session.pending)
+                status = result.status if result is not None else ("interrupted" if pending else session.status)
+                if status != "interrupted" or not pending:
+                    break
+                self._set_running(False, waiting=True)
+                decisions = await ask_decisions(self, pending, session.backend.read)
+                if decisions is None:  # closed without deciding: the run stays suspended
+                    break
+                self._set_running(True)
+                result = await session.resume(decisions)
+            return status
+        finally:
+            self._set_running(False)
+            if self.session is session:
+                self.sig_run_settled.emit(status)
+
+    def _set_running(self, running: bool, *, waiting: bool = False) -> None:
+        self.send_button.setEnabled(not running and not waiting)
+        self.stop_button.setEnabled(running or waiting)
+
+    # -- threads ----------------------------------------------------------------------------------------
+    @Slot(str)
+    def on_thread_selected(self, thread_id: str) -> None:
+        qt_async.start(self.switch_thread(thread_id), name="switch-thread")
+
+    async def switch_thread(self, thread_id: str) -> None:
+        session = self.session
+        if session is None or thread_id == session.thread_id:
+            return
+        if session.running:
+            self.status.showMessage("Stop the run before opening another thread.", 5000)
+            self.threads_panel.refresh()
+            return
+        await self._leave_decisions()
+        session.switch_thread(thread_id)
+        self.bridge.reload()
+
+    @Slot()
+    def on_new_thread(self) -> None:
+        qt_async.start(self.new_thread(), name="new-thread")
+
+    async def new_thread(self) -> None:
+        session = self.session
+        if session is None:
+            return
+        if session.running:
+            self.status.showMessage("Stop the run before starting a new thread.", 5000)
+            return
+        await self._leave_decisions()
+        session.new_thread()
+        self.bridge.reload()
+        self.input.setFocus()
+
+    @Slot(str)
+    def on_thread_deleted(self, thread_id: str) -> None:
+        session = self.session
+        if session is None or thread_id != session.thread_id:
+            return
+        others = [t for t in session.threads() if t.id != thread_id]
+        if others:
+            session.switch_thread(others[0].id)
+        else:
+            session.new_thread()
+        self.bridge.reload()
+
+    async def _leave_decisions(self) -> None:
+        """Close an open approval dialog (the run stays suspended on its thread)."""
+        task = self._drive_task
+        if task is not None and not task.done():
+            task.cancel()
+            await asyncio.wait([task], timeout=5)
+
+    # -- bridge -----------------------------------------------------------------------------------------
+    @Slot(dict)
+    def _on_thread_loaded(self, info: dict[str, Any]) -> None:
+        self.status.set_model(info.get("model"))  # type: ignore[attr-defined]
+        self.status.set_status(info.get("status"))  # type: ignore[attr-defined]
+        self.status.set_usage({}, info.get("usage") or {})  # type: ignore[attr-defined]
+        if info.get("pending") and not self.busy:
+            # A run suspended before (maybe before a restart): ask again.
+            self._drive_task = qt_async.start(self._drive(None), name="decide")
+
+    @Slot(str)
+    def _on_status_changed(self, status: str) -> None:
+        self.status.set_status(status)  # type: ignore[attr-defined]
+
+    @Slot(dict)
+    def _on_usage(self, data: dict[str, Any]) -> None:
+        self.status.set_usage(data.get("run_usage"), data.get("thread_usage"))  # type: ignore[attr-defined]
+
+    def _on_error(self, exc: BaseException, context: str) -> None:
+        if isinstance(exc, WorkbenchError):
+            text = str(exc)
+        else:
+            text = f"Something went wrong: {type(exc).__name__}: {exc} (the details are in the log)"
+        self.error_bar.show_message(text)
+
+    # -- closing ----------------------------------------------------------------------------------------
+    def closeEvent(self, event: QCloseEvent) -> None:  # noqa: N802 - Qt override
+        if not self._closing:
+            self._closing = True
+            self.save_layout()
+        super().closeEvent(event)
+        if self._shutdown_task is None:
+            try:
+                asyncio.get_running_loop()
+            except RuntimeError:  # no loop (a test tearing down): let go of the session
+                self._remove_error_hook()
+                self.bridge.attach(None)
+                return
+            self._shutdown_task = qt_async.start(self.shutdown(), name="shutdown")
+
+    async def shutdown(self) -> None:
+        """Close the session (stopping a run in flight) and let go of the error hook."""
+        try:
+            await self.close_session()
+        finally:
+            self._remove_error_hook()
+
+    async def wait_closed(self) -> None:
+        """Close the window (if open) and wait until its session is closed."""
+        if self._shutdown_task is None:
+            self.close()
+        if self._shutdown_task is None:  # close() sent no close event (never shown)
+            self._closing = True
+            self._shutdown_task = qt_async.start(self.shutdown(), name="shutdown")
+        await asyncio.shield(self._shutdown_task)
+
+
+_warm_thread: threading.Thread | None = None
+
+
+def wait_warm_up(timeout: float = 5.0) -> None:
+    """Let the warm-up thread finish (before the interpreter exits: loading at shutdown fails noisily)."""
+    if _warm_thread is not None:
+        _warm_thread.join(timeout)
+
+
+def _warm_tokens() -> None:
+    """What the engine loads lazily on the GUI thread during the first step: the token encoding and
+    the JSON-schema validator of tool arguments (~0.1 s of imports)."""
+    try:
+        from workbench.engine.tokens import estimate_tokens
+
+        estimate_tokens("warm up")
+        import jsonschema  # noqa: F401
+    except Exception:  # noqa: BLE001 - an optimisation only
+        log.debug("warm-up failed", exc_info=True)
+
+
+def _settings_dialog_available() -> bool:
+    try:
+        from workbench.ui import settings_dialog  # noqa: F401
+    except Exception:  # noqa: BLE001 - not written yet, or broken: no Settings entry
+        return False
+    return True
+
+
+__all__ = ["APP_TITLE", "MainWindow", "PromptEdit", "apply_app_style"]

@@ -1,0 +1,653 @@
+"""The transcript (G1, issue 3 item 3): user and assistant messages, the streamed answer, tool calls.
+
+It renders what the bridge sends and never asks the engine for anything. Streamed text arrives in
+batches (``Bridge.sig_text_streamed``, ~30 ms) and is appended as plain text; when the message is
+complete it is rendered once as markdown. Each tool call is a collapsible row with its arguments,
+result and status. Errors are shown in plain words with what to do next; the partial answer of a
+stopped run is kept and marked "stopped".
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+from PySide6.QtCore import QSize, Qt, QTimer, Signal, Slot
+from PySide6.QtGui import QTextCursor
+from PySide6.QtWidgets import (
+    QFrame,
+    QHBoxLayout,
+    QLabel,
+    QPlainTextEdit,
+    QPushButton,
+    QScrollArea,
+    QSizePolicy,
+    QTextBrowser,
+    QToolButton,
+    QVBoxLayout,
+    QWidget,
+)
+
+if TYPE_CHECKING:
+    from workbench.engine.messages import Message
+    from workbench.ui.bridge import Bridge
+
+#: Tool-call statuses and how the row shows them.
+STATUS_LABELS = {
+    "running": "running…",
+    "waiting": "waiting for approval",
+    "ok": "ok",
+    "error": "error",
+    "denied": "denied",
+    "rejected": "rejected",
+    "stopped": "stopped",
+}
+
+
+def _dark() -> bool:
+    try:
+        from workbench.ui.style import is_dark
+    except ImportError:
+        return False
+    try:
+        return bool(is_dark())
+    except Exception:  # noqa: BLE001 - styling must never break the transcript
+        return False
+
+
+def palette() -> dict[str, str]:
+    """Colours of the transcript's blocks for the applied (light or dark) theme."""
+    if _dark():
+        return {"user_bg": "#1c2b3f", "assistant_bg": "#22272e", "border": "#444c56", "title": "#adbac7",
+                "muted": "#768390", "tag": "#c69026", "tool_bg": "#2d333b", "tool_border": "#444c56",
+                "error": ("#3d1f1f", "#6e3030", "#f4a9a3"), "pending": ("#1f2a3d", "#34507a", "#a5c4f5"),
+                "info": ("#2d333b", "#444c56", "#adbac7")}
+    return {"user_bg": "#eef4ff", "assistant_bg": "#ffffff", "border": "#d6dbe3", "title": "#3a4a66",
+            "muted": "#5b6473", "tag": "#a15c00", "tool_bg": "#f6f7f9", "tool_border": "#dde1e7",
+            "error": ("#fdecea", "#e8b4ae", "#8c1d18"), "pending": ("#e8f0fe", "#b3c7ef", "#1b3d7a"),
+            "info": ("#f3f4f6", "#d6d9de", "#3d4450")}
+
+
+def advice_for(error: str) -> str:
+    """What to do next about a run's error, in plain words."""
+    e = error.lower()
+    if "api key" in e or "401" in e or "authentication" in e or "unauthorized" in e:
+        return "Open Settings and check the API key."
+    if "unknown model" in e or "model name" in e or "404" in e:
+        return "Open Settings and check the model name."
+    if "connect" in e or "api base" in e:
+        return "Check the API base in Settings and that the server is running, then send again."
+    if "rate limit" in e:
+        return "Wait a minute, then send your message again."
+    if "did not answer" in e or "timeout" in e or "timed out" in e:
+        return "Send your message again; if the model keeps timing out, try a smaller request."
+    if "context window" in e or "too long" in e:
+        return "Start a new thread, or shorten the conversation."
+    if "step limit" in e:
+        return "Send \"continue\" to let the agent go on, or split the task into smaller ones."
+    if "workbench.yaml" in e:
+        return "Fix workbench.yaml as the message says, then send again."
+    if "budget" in e:
+        return "Raise the budget in workbench.yaml, or start a new thread."
+    if "server error" in e or "5xx" in e:
+        return "The provider had a problem: try again in a moment."
+    if "blocked" in e:
+        return "Rephrase your request, or check the rules that blocked it."
+    return "Send your message again; if it keeps failing, check Settings and the Events panel."
+
+
+def _pretty(arguments: Any) -> str:
+    try:
+        return json.dumps(arguments, indent=2, ensure_ascii=False, sort_keys=False)
+    except (TypeError, ValueError):
+        return str(arguments)
+
+
+def _summary(name: str, arguments: Any) -> str:
+    """A one-line hint of what a call is about (its path, name or first short string argument)."""
+    if not isinstance(arguments, dict):
+        return ""
+    for key in ("path", "name", "pattern", "query", "task"):
+        v = arguments.get(key)
+        if isinstance(v, str) and v:
+            return v if len(v) <= 80 else v[:77] + "…"
+    if name == "write_todos" and isinstance(arguments.get("todos"), list):
+        return f"{len(arguments['todos'])} items"
+    return ""
+
+
+class AutoHeightBrowser(QTextBrowser):
+    """A text browser as tall as its document (no inner scroll bar): one message of the transcript."""
+
+    def __init__(self, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.setFrameShape(QFrame.Shape.NoFrame)
+        self.setVerticalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
+        self.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
+        self.setOpenExternalLinks(True)
+        self.setSizePolicy(QSizePolicy.Policy.Expanding, QSizePolicy.Policy.Fixed)
+        self.viewport().setAutoFillBackground(False)
+        self.document().setDocumentMargin(2)
+        self.document().documentLayout().documentSizeChanged.connect(self._fit)
+        self.growing = False
+        self._fit()
+
+    @Slot()
+    def _fit(self, *_: Any) -> None:
+        """Be as tall as the text. While text streams in (``growing``), grow a few lines at a time:
+        each change of height re-lays out and repaints the transcript around the message."""
+        h = max(int(self.document().size().height()) + 6, 22)
+        if self.growing:
+            if h <= self.height():
+                return
+            step = 4 * self.fontMetrics().lineSpacing()
+            h += step - h % step
+        if h != self.height():
+            self.setFixedHeight(h)
+
+    def resizeEvent(self, event: Any) -> None:  # noqa: N802 - Qt override
+        super().resizeEvent(event)
+        self._fit()
+
+    def sizeHint(self) -> QSize:  # noqa: N802 - Qt override
+        return QSize(super().sizeHint().width(), self.height())
+
+
+def _set_status_property(widget: QWidget, status: str) -> None:
+    try:
+        from workbench.ui.style import set_status_property
+    except ImportError:
+        widget.setProperty("status", status)
+        widget.style().unpolish(widget)
+        widget.style().polish(widget)
+        return
+    set_status_property(widget, status)
+
+
+def transcript_style_sheet(c: dict[str, Any]) -> str:
+    """One style sheet for every block of the transcript (set once on its container: a sheet per
+    widget costs a parse and a polish for each of the hundreds of rows of a long session)."""
+    err, pend, info = c["error"], c["pending"], c["info"]
+    return f"""
+    QFrame#message_user {{ background: {c['user_bg']}; border: 1px solid {c['border']}; border-radius: 6px; }}
+    QFrame#message_assistant {{ background: {c['assistant_bg']}; border: 1px solid {c['border']};
+        border-radius: 6px; }}
+    QLabel#message_title {{ font-weight: 600; color: {c['title']}; }}
+    QLabel#message_tag {{ color: {c['tag']}; font-style: italic; }}
+    QTextBrowser#message_body {{ background: transparent; border: none; padding: 0; }}
+    QFrame#tool_call {{ background: {c['tool_bg']}; border: 1px solid {c['tool_border']}; border-radius: 4px; }}
+    QLabel#tool_summary {{ color: {c['muted']}; }}
+    QLabel#tool_status {{ font-weight: 600; }}
+    QFrame#notice_error {{ background: {err[0]}; border: 1px solid {err[1]}; border-radius: 6px; }}
+    QFrame#notice_error QLabel {{ color: {err[2]}; }}
+    QFrame#notice_pending {{ background: {pend[0]}; border: 1px solid {pend[1]}; border-radius: 6px; }}
+    QFrame#notice_pending QLabel {{ color: {pend[2]}; }}
+    QFrame#notice_info {{ background: {info[0]}; border: 1px solid {info[1]}; border-radius: 6px; }}
+    QFrame#notice_info QLabel {{ color: {info[2]}; }}
+    QLabel#notice_text {{ font-weight: 600; }}
+    """
+
+
+class MessageBlock(QFrame):
+    """One user or assistant message."""
+
+    def __init__(self, role: str, text: str = "", *, markdown: bool = True, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.role = role
+        self.setObjectName(f"message_{role}")
+        self.setFrameShape(QFrame.Shape.StyledPanel)
+        lay = QVBoxLayout(self)
+        lay.setContentsMargins(10, 6, 10, 6)
+        lay.setSpacing(2)
+        self._head = QHBoxLayout()
+        self.title = QLabel("You" if role == "user" else "Assistant", self)
+        self.title.setObjectName("message_title")
+        self._head.addWidget(self.title)
+        self._head.addStretch(1)
+        self._tag: QLabel | None = None
+        lay.addLayout(self._head)
+        self.body = AutoHeightBrowser(self)
+        self.body.setObjectName("message_body")
+        lay.addWidget(self.body)
+        self._text = ""
+        self.streaming = False
+        if text:
+            self.set_text(text, markdown=markdown)
+
+    @property
+    def text(self) -> str:
+        return self._text
+
+    @property
+    def tag_text(self) -> str:
+        """The mark on the message ("stopped"), or ""."""
+        return self._tag.text() if self._tag is not None else ""
+
+    def set_text(self, text: str, *, markdown: bool = True) -> None:
+        self._text = text
+        if markdown and self.role != "user":
+            self.body.setMarkdown(text)
+        else:
+            self.body.setPlainText(text)
+
+    def append_stream(self, text: str) -> None:
+        """Append a batch of streamed text as plain text (cheap: no re-layout of what is there)."""
+        self.streaming = True
+        self.body.growing = True
+        self._text += text
+        cursor = QTextCursor(self.body.document())
+        cursor.movePosition(QTextCursor.MoveOperation.End)
+        cursor.insertText(text)
+
+    def finish(self, *, stopped: bool = False) -> None:
+        """The message is complete: render it as markdown once (and mark it stopped)."""
+        if self.streaming:
+            self.streaming = False
+            self.body.growing = False
+            self.body.setMarkdown(self._text)
+        if stopped:
+            self.mark("stopped")
+
+    def mark(self, tag: str) -> None:
+        if self._tag is None:
+            if not tag:
+                return
+            self._tag = QLabel(self)
+            self._tag.setObjectName("message_tag")
+            self._head.addWidget(self._tag)
+        self._tag.setText(tag)
+        self._tag.setVisible(bool(tag))
+
+
+class ToolCallRow(QFrame):
+    """One tool call: a header (name, what it's about, status) that expands to arguments and result.
+    The expanded part is built on first use: a long history has many rows nobody opens."""
+
+    def __init__(self, call_id: str, name: str, arguments: Any, status: str = "running",
+                 parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.call_id = call_id
+        self.name = name
+        self.arguments = arguments
+        self.status = ""
+        self.result = ""
+        self.setObjectName("tool_call")
+        self.setFrameShape(QFrame.Shape.StyledPanel)
+        self._lay = QVBoxLayout(self)
+        self._lay.setContentsMargins(6, 2, 6, 2)
+        self._lay.setSpacing(2)
+        head = QHBoxLayout()
+        head.setSpacing(6)
+        self.toggle = QToolButton(self)
+        self.toggle.setObjectName("tool_toggle")
+        self.toggle.setCheckable(True)
+        self.toggle.setArrowType(Qt.ArrowType.RightArrow)
+        self.toggle.setToolButtonStyle(Qt.ToolButtonStyle.ToolButtonTextBesideIcon)
+        self.toggle.setAutoRaise(True)
+        self.toggle.toggled.connect(self.set_expanded)
+        head.addWidget(self.toggle)
+        self.summary = QLabel(self)
+        self.summary.setObjectName("tool_summary")
+        head.addWidget(self.summary, 1)
+        self.status_label = QLabel(self)
+        self.status_label.setObjectName("tool_status")
+        head.addWidget(self.status_label)
+        self._lay.addLayout(head)
+        self.details: QWidget | None = None
+        self.args_view: QPlainTextEdit | None = None
+        self.result_view: QPlainTextEdit | None = None
+        self.set_arguments(arguments)
+        self.set_status(status)
+
+    def _build_details(self) -> QWidget:
+        details = QWidget(self)
+        dl = QVBoxLayout(details)
+        dl.setContentsMargins(22, 0, 0, 4)
+        dl.setSpacing(2)
+        dl.addWidget(QLabel("Arguments", details))
+        self.args_view = QPlainTextEdit(details)
+        self.args_view.setReadOnly(True)
+        self.args_view.setObjectName("tool_arguments")
+        self.args_view.setProperty("role", "code")
+        dl.addWidget(self.args_view)
+        dl.addWidget(QLabel("Result", details))
+        self.result_view = QPlainTextEdit(details)
+        self.result_view.setReadOnly(True)
+        self.result_view.setObjectName("tool_result")
+        self.result_view.setProperty("role", "code")
+        dl.addWidget(self.result_view)
+        self._lay.addWidget(details)
+        self.details = details
+        return details
+
+    def set_arguments(self, arguments: Any) -> None:
+        self.arguments = arguments
+        self.toggle.setText(self.name)
+        self.summary.setText(_summary(self.name, arguments))
+        if self.expanded and self.args_view is not None:
+            self._fill(self.args_view, _pretty(arguments), 10)
+
+    def set_status(self, status: str) -> None:
+        if status == self.status:
+            return
+        self.status = status
+        self.status_label.setText(STATUS_LABELS.get(status, status))
+        _set_status_property(self.status_label, status)
+
+    def set_result(self, content: str, status: str | None = None) -> None:
+        self.result = content
+        if status:
+            self.set_status(status)
+        if self.expanded and self.result_view is not None:
+            self._fill(self.result_view, content, 14)
+
+    @staticmethod
+    def _fill(view: QPlainTextEdit, text: str, max_lines: int) -> None:
+        """Set the text and size the view to it (at most ``max_lines`` lines; it scrolls beyond)."""
+        view.setPlainText(text)
+        lines = min(max(text.count("\n") + 1, 1), max_lines)
+        view.setFixedHeight(lines * view.fontMetrics().lineSpacing() + 26)
+
+    @Slot(bool)
+    def set_expanded(self, expanded: bool) -> None:
+        if self.toggle.isChecked() != expanded:
+            self.toggle.setChecked(expanded)
+            return
+        self.toggle.setArrowType(Qt.ArrowType.DownArrow if expanded else Qt.ArrowType.RightArrow)
+        if expanded:
+            details = self.details or self._build_details()
+            assert self.args_view is not None and self.result_view is not None
+            self._fill(self.args_view, _pretty(self.arguments), 10)
+            self._fill(self.result_view, self.result, 14)
+            details.show()
+        elif self.details is not None:
+            self.details.hide()
+
+    @property
+    def expanded(self) -> bool:
+        return self.details is not None and not self.details.isHidden()
+
+
+class NoticeBlock(QFrame):
+    """An error (with what to do next) or a notice (with an optional button)."""
+
+    def __init__(self, kind: str, text: str, advice: str = "", button: str = "",
+                 parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.kind = kind
+        self.setObjectName(f"notice_{kind}")
+        lay = QHBoxLayout(self)
+        lay.setContentsMargins(10, 6, 10, 6)
+        col = QVBoxLayout()
+        self.label = QLabel(text, self)
+        self.label.setObjectName("notice_text" if kind == "error" else "notice_label")
+        self.label.setWordWrap(True)
+        self.label.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        col.addWidget(self.label)
+        self.advice = QLabel(advice, self)
+        self.advice.setWordWrap(True)
+        self.advice.setVisible(bool(advice))
+        col.addWidget(self.advice)
+        lay.addLayout(col, 1)
+        self.button: QPushButton | None = None
+        if button:
+            self.button = QPushButton(button, self)
+            lay.addWidget(self.button, 0, Qt.AlignmentFlag.AlignVCenter)
+
+
+class TranscriptView(QScrollArea):
+    """The centre of the window: renders a thread's messages and its live run from bridge signals."""
+
+    sig_decisions_requested = Signal()
+    """The user asked to review the pending decisions of a suspended run."""
+
+    sig_retry_requested = Signal()
+    """The user asked to run a failed run's step again (Retry)."""
+
+    def __init__(self, bridge: Bridge, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.setObjectName("transcript")
+        self.setWidgetResizable(True)
+        self.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
+        self._content = QWidget()
+        self._content.setObjectName("transcript_content")
+        self._content.setStyleSheet(transcript_style_sheet(palette()))
+        self._layout = QVBoxLayout(self._content)
+        self._layout.setContentsMargins(10, 10, 10, 10)
+        self._layout.setSpacing(6)
+        self._layout.addStretch(1)
+        self.setWidget(self._content)
+        self._rows: dict[str, ToolCallRow] = {}
+        self._current: MessageBlock | None = None
+        self._pending_notice: NoticeBlock | None = None
+        self._stick = True
+        bar = self.verticalScrollBar()
+        bar.rangeChanged.connect(self._on_range)
+        bar.valueChanged.connect(self._on_scrolled)
+        self._bridge = bridge
+        bridge.sig_thread_loaded.connect(self.load_thread)
+        bridge.sig_text_streamed.connect(self.append_text)
+        bridge.sig_step_started.connect(self.end_message)
+        bridge.sig_tool_started.connect(self.on_tool_started)
+        bridge.sig_tool_finished.connect(self.on_tool_finished)
+        bridge.sig_tool_results_committed.connect(self.on_tool_results)
+        bridge.sig_interrupt_raised.connect(self.on_interrupt)
+        bridge.sig_run_finished.connect(self.on_run_finished)
+        bridge.sig_interrupt_answered.connect(self._clear_pending_notice)
+
+    # -- queries (for tests and other panels) ---------------------------------------------------------
+    def blocks(self) -> list[QWidget]:
+        out = []
+        for i in range(self._layout.count()):
+            w = self._layout.itemAt(i).widget()
+            if w is not None:
+                out.append(w)
+        return out
+
+    def messages(self) -> list[MessageBlock]:
+        return [w for w in self.blocks() if isinstance(w, MessageBlock)]
+
+    def tool_rows(self) -> list[ToolCallRow]:
+        return [w for w in self.blocks() if isinstance(w, ToolCallRow)]
+
+    def tool_row(self, call_id: str) -> ToolCallRow | None:
+        return self._rows.get(call_id)
+
+    def notices(self, kind: str | None = None) -> list[NoticeBlock]:
+        return [w for w in self.blocks() if isinstance(w, NoticeBlock) and (kind is None or w.kind == kind)]
+
+    # -- building -------------------------------------------------------------------------------------
+    def clear(self) -> None:
+        for w in self.blocks():
+            self._layout.removeWidget(w)
+            w.deleteLater()
+        self._rows.clear()
+        self._current = None
+        self._pending_notice = None
+        self._stick = True
+
+    def _add(self, widget: QWidget) -> None:
+        self._layout.insertWidget(self._layout.count() - 1, widget)
+
+    def add_user_message(self, text: str) -> MessageBlock:
+        self.end_message()
+        self._clear_pending_notice()
+        block = MessageBlock("user", text, markdown=False)
+        self._add(block)
+        self._stick = True
+        return block
+
+    def add_error(self, error: str) -> NoticeBlock:
+        """A failed run: the error in plain words, what to do next, and Retry (re-runs the failed step)."""
+        self.end_message()
+        block = NoticeBlock("error", f"The run failed: {error}", advice_for(error), button="Retry")
+        assert block.button is not None
+        block.button.setObjectName("retry_run")
+        block.button.setToolTip("Run the failed step again from the last checkpoint")
+        block.button.clicked.connect(self.sig_retry_requested)
+        self._add(block)
+        return block
+
+    def add_info(self, text: str) -> NoticeBlock:
+        block = NoticeBlock("info", text)
+        self._add(block)
+        return block
+
+    def show_pending_notice(self, count: int) -> NoticeBlock:
+        """The run waits for decisions: say so, with a button that opens the approval dialog again."""
+        self._clear_pending_notice()
+        noun = "decision" if count == 1 else "decisions"
+        block = NoticeBlock("pending", f"The run is waiting for {count} {noun}.",
+                            "Nothing runs until you decide.", button="Review…")
+        assert block.button is not None
+        block.button.setObjectName("review_pending")
+        block.button.clicked.connect(self.sig_decisions_requested)
+        self._pending_notice = block
+        self._add(block)
+        return block
+
+    @Slot()
+    @Slot(dict)
+    def _clear_pending_notice(self, *_: Any) -> None:
+        if self._pending_notice is not None:
+            self._layout.removeWidget(self._pending_notice)
+            self._pending_notice.deleteLater()
+            self._pending_notice = None
+
+    @Slot(dict)
+    def load_thread(self, info: dict[str, Any]) -> None:
+        """Show a thread from its committed messages, its pending questions and its last error."""
+        self.setUpdatesEnabled(False)
+        try:
+            self.clear()
+            self.render_messages(info.get("messages") or [])
+            pending = list(info.get("pending") or [])
+            for q in pending:
+                if q.call_id and q.call_id in self._rows:
+                    self._rows[q.call_id].set_status("waiting")
+            status = info.get("status")
+            if status == "failed" and info.get("error"):
+                self.add_error(str(info["error"]))
+            if pending:
+                self.show_pending_notice(len(pending))
+        finally:
+            self.setUpdatesEnabled(True)
+        self._scroll_to_end()
+
+    def render_messages(self, messages: Sequence[Message]) -> None:
+        for m in messages:
+            if m.role == "user":
+                self._add(MessageBlock("user", m.content, markdown=False))
+            elif m.role == "assistant":
+                if m.content:
+                    block = MessageBlock("assistant", m.content)
+                    if m.meta.get("partial"):
+                        block.mark("stopped")
+                    self._add(block)
+                for call in m.tool_calls:
+                    row = ToolCallRow(call.id, call.name, call.arguments if call.arguments is not None
+                                      else call.raw_arguments, status="running")
+                    self._rows[call.id] = row
+                    self._add(row)
+            elif m.role == "tool" and m.tool_call_id:
+                row = self._rows.get(m.tool_call_id)
+                if row is not None:
+                    row.set_result(m.content, str(m.meta.get("status", "ok")))
+        for row in self._rows.values():  # calls of an interrupted step that never got a result
+            if row.status == "running":
+                row.set_status("stopped")
+
+    # -- live -----------------------------------------------------------------------------------------
+    @Slot(str)
+    def append_text(self, text: str) -> None:
+        if self._current is None:
+            self._current = MessageBlock("assistant")
+            self._add(self._current)
+        self._current.append_stream(text)
+
+    @Slot()
+    @Slot(int)
+    def end_message(self, *_: Any) -> None:
+        """The streamed message is complete: render it as markdown."""
+        if self._current is not None:
+            self._current.finish()
+            self._current = None
+
+    @Slot(dict)
+    def on_tool_started(self, data: dict[str, Any]) -> None:
+        self.end_message()
+        cid = str(data.get("call_id", ""))
+        row = self._rows.get(cid)
+        if row is not None and row.status in ("waiting", "running", "stopped"):
+            # a resumed (maybe edited) call runs again
+            row.set_arguments(data.get("arguments", row.arguments))
+            row.set_status("running")
+            return
+        # a new call (some providers reuse ids across steps: a finished row is never reused)
+        row = ToolCallRow(cid, str(data.get("name", "")), data.get("arguments", {}))
+        self._rows[cid] = row
+        self._add(row)
+
+    @Slot(dict)
+    def on_tool_finished(self, data: dict[str, Any]) -> None:
+        cid = str(data.get("call_id", ""))
+        row = self._rows.get(cid)
+        if row is None:
+            row = ToolCallRow(cid, str(data.get("name", "")), {})
+            self._rows[cid] = row
+            self._add(row)
+        row.set_status(str(data.get("status", "ok")))
+
+    @Slot(dict)
+    def on_tool_results(self, results: dict[str, dict[str, Any]]) -> None:
+        for cid, r in results.items():
+            row = self._rows.get(cid)
+            if row is not None:
+                row.set_result(str(r.get("content", "")), str(r.get("status") or row.status))
+
+    @Slot(dict)
+    def on_interrupt(self, data: dict[str, Any]) -> None:
+        row = self._rows.get(str(data.get("call_id") or ""))
+        if row is not None:
+            row.set_status("waiting")
+
+    @Slot(dict)
+    def on_run_finished(self, data: dict[str, Any]) -> None:
+        status = data.get("status")
+        stopped = status == "aborted"
+        if self._current is not None:
+            self._current.finish(stopped=stopped)
+            self._current = None
+        if status in ("aborted", "failed"):
+            for row in self._rows.values():
+                if row.status == "running":
+                    row.set_status("stopped" if stopped else "error")
+        if status == "failed":
+            self.add_error(str(data.get("error") or "unknown error"))
+        elif stopped:
+            error = str(data.get("error") or "")
+            self.add_info("Stopped." if "stopped" in error or not error else f"Stopped: {error}")
+        elif status == "interrupted":
+            self.show_pending_notice(int(data.get("pending") or 1))
+
+    # -- scrolling ------------------------------------------------------------------------------------
+    @Slot(int, int)
+    def _on_range(self, _min: int, maximum: int) -> None:
+        if self._stick:
+            self.verticalScrollBar().setValue(maximum)
+
+    @Slot(int)
+    def _on_scrolled(self, value: int) -> None:
+        self._stick = value >= self.verticalScrollBar().maximum() - 8
+
+    def _scroll_to_end(self) -> None:
+        self._stick = True
+        QTimer.singleShot(0, self, self._to_bottom)
+
+    @Slot()
+    def _to_bottom(self) -> None:
+        self.verticalScrollBar().setValue(self.verticalScrollBar().maximum())
+
+
+__all__ = ["AutoHeightBrowser", "MessageBlock", "NoticeBlock", "ToolCallRow", "TranscriptView", "advice_for"]
