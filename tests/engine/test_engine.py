@@ -457,3 +457,20 @@ async def test_resume_refuses_unknown_or_missing_decisions(tmp_path):
         await engine.run("t", "new turn")
     done = await engine.resume("t", {q.id: "approve" for q in result.pending})
     assert done.status == "done" and tool_texts(model.requests[-1]) == ["echo a", "echo b"]
+
+
+async def test_M8_event_fields_never_hide_the_envelope(tmp_path):
+    class Loud(AgentMiddleware):
+        async def wrap_model_call(self, request, call_next, ctx):
+            ctx.emit("custom_note", run="not an id")
+            return await call_next(request)
+
+    model = ScriptedModel([reply("ok"), reply("ok")])
+    engine = make(tmp_path, model)
+    rec = Recorder(engine)
+    await engine.run("t", "go")
+    usage = next(e for e in rec.events if e.type == "usage_updated").to_dict()
+    assert usage["run"] == rec.events[0].run_id and usage["thread"] == "t"
+    assert usage["run_usage"]["calls"] == 1 and usage["thread_usage"]["calls"] == 1
+    bad = await make(tmp_path / "b", ScriptedModel([reply("x")]), [Loud()]).run("t", "go")
+    assert bad.status == "failed" and "reserved field names: run" in bad.error
