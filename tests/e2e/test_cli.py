@@ -589,4 +589,33 @@ def test_budget_exceeded_without_interrupt_exits_3(tmp_path, env, stub_server):
     assert events[-1]["status"] == "aborted"
     exceeded = [e for e in events if e["type"] == "budget_exceeded"]
     assert exceeded and exceeded[0]["field"] == "total_tokens"
+    assert exceeded[0]["spent"] == 160 and exceeded[0]["limit"] == 100
+    assert events[-1]["answer"] == "Partial so far. "  # B2: the partial answer is kept
     assert len(stub_server.requests) == 1
+
+
+def test_run_budget_counts_across_a_resume(tmp_path, env, stub_server):
+    """B1: a run-scope budget sees what the run spent before it was suspended for an approval."""
+    ws = make_workspace(tmp_path, stub_server.url, "budget:\n  - {scope: run, limit: {total_tokens: 200}}\n")
+    stub_server.script(StubReply(tool_calls=[("write_file", {"path": "/project/a.txt", "content": "a"}, "c1")],
+                                 usage=(150, 10)))
+    proc = cli(["run", "--json", "Write a"], ws, env)
+    assert proc.returncode == 4, proc.stderr
+    thread = check_stream(proc.stdout)[-1]["thread"]
+    stub_server.script(StubReply(tool_calls=[("ls", {"path": "/project"}, "c2")], usage=(50, 10)),
+                       StubReply(text="never asked"))
+    proc = cli(["resume", "--thread", thread, "--approve", "all", "--json"], ws, env)
+    # 160 before the suspension + 60 after = 220 >= 200: the third call is never made
+    assert proc.returncode == 3, proc.stderr
+    exceeded = [e for e in check_stream(proc.stdout) if e["type"] == "budget_exceeded"]
+    assert exceeded[0]["spent"] == 220
+    assert len(stub_server.requests) == 2 and (ws / "a.txt").read_text() == "a"
+
+
+def test_session_budget_with_interrupt_is_a_config_error(tmp_path, env, stub_server):
+    ws = make_workspace(tmp_path, stub_server.url,
+                        "budget:\n  - {scope: session, limit: {cost_usd: 5}, interrupt: true}\n")
+    proc = cli(["run", "--json", "hello"], ws, env)
+    assert proc.returncode == 2
+    assert "workbench.yaml:4" in proc.stderr and "budget[0].interrupt" in proc.stderr
+    assert "Traceback" not in proc.stderr and stub_server.requests == []
