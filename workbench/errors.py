@@ -37,3 +37,61 @@ class RunError(WorkbenchError):
 
 class StoreError(WorkbenchError):
     """The thread store is unreadable or a thread/run is missing."""
+
+
+# -- file backends (F2): a refusal is not an I/O failure; callers treat them differently ----------
+
+
+class PathError(WorkbenchError):
+    """Common base of the backend errors: each names the virtual path it is about.
+
+    Catch the subclasses, not this: a refusal and an I/O failure must be handled differently.
+    """
+
+    def __init__(self, path: str, detail: str = "") -> None:
+        super().__init__(path, detail)
+        self.path = path
+        self.detail = detail
+
+    def with_path(self, path: str) -> PathError:
+        """The same error about another path (a composite re-prefixes its mounts' errors)."""
+        return type(self)(path, self.detail)
+
+
+class BackendRefusal(PathError):
+    """The backend refuses the operation: read-only, path leaves the root, no mount for the path."""
+
+    @property
+    def reason(self) -> str:
+        return self.detail
+
+    def __str__(self) -> str:
+        return f"Refused: {self.path}: {self.detail}"
+
+
+class BackendIOError(PathError):
+    """A real failure underneath: OS error, undecodable text, database error."""
+
+    def __str__(self) -> str:
+        return f"I/O error on {self.path}: {self.detail}"
+
+
+class FileNotFound(PathError):
+    """The file does not exist (callers may skip it rather than fail)."""
+
+    def __init__(self, path: str, detail: str = "") -> None:
+        super().__init__(path, detail)
+
+    def __str__(self) -> str:
+        return f"File not found: {self.path}"
+
+
+class EditMismatch(PathError):
+    """``edit`` could not apply: the old text is missing, or ambiguous without ``replace_all``."""
+
+    @property
+    def message(self) -> str:
+        return self.detail
+
+    def __str__(self) -> str:
+        return f"Cannot edit {self.path}: {self.detail}"

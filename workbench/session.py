@@ -266,6 +266,15 @@ class Session:
         """The stack's middleware of a type, or None (panels read their limits from it)."""
         return next((m for m in self.engine.agent.middleware if isinstance(m, kind)), None)
 
+    async def survey_skills(self) -> Any:
+        """The Skills panel's Reload: every skill in source order, skipped ones with reasons (S1-S6)."""
+        from workbench.harness.skills import survey_skills
+
+        c = self.config.skills
+        return await survey_skills(self.backend, c.sources, max_skills=c.max_skills,
+                                   max_description_chars=c.max_description_chars,
+                                   max_section_tokens=c.max_section_tokens, max_scanned=c.max_scanned)
+
     async def read_document(self, path: str) -> str:
         """Read a virtual path through the agent's backend (FileNotFound, BackendRefusal propagate)."""
         return await self.backend.read(path)

@@ -11,6 +11,7 @@ others are read whole and cut.
 
 from __future__ import annotations
 
+import logging
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -37,6 +38,8 @@ __all__ = [
     "render_skills",
     "scan_skills",
 ]
+
+log = logging.getLogger(__name__)
 
 FRONTMATTER_MAX_CHARS = 4096
 """The most characters of a SKILL.md examined for its frontmatter (S4)."""
@@ -378,3 +381,31 @@ def _loaded_skills(ctx: HookContext, skills: Sequence[SkillInfo]) -> list[SkillI
                 if isinstance(value, str) and value in by_path:
                     active[value] = by_path[value]
     return list(active.values())
+
+
+@dataclass(frozen=True)
+class SkillSurvey:
+    """What a Skills panel shows: the scan, the skills the section had no room for, and the
+    descriptions of shadowed skills (re-read so a greyed row still says what it was)."""
+
+    scan: SkillScan
+    unlisted: list[SkippedSkill]
+    shadowed_descriptions: dict[str, str]
+
+
+async def survey_skills(backend: Any, sources: Sequence[str], *, max_skills: int, max_description_chars: int,
+                        max_section_tokens: int, max_scanned: int) -> SkillSurvey:
+    """Scan like a run's first model call would (S1-S6), for the UI's Reload; nothing is cached."""
+    scan = await scan_skills(backend, sources, max_skills=max_skills, max_description_chars=max_description_chars,
+                             max_scanned=max_scanned)
+    _section, unlisted = render_skills(scan, max_section_tokens)
+    descriptions: dict[str, str] = {}
+    for k in scan.skipped:
+        if k.fate != "shadowed":
+            continue
+        try:
+            text = await backend.read(k.path)
+            descriptions[k.path] = parse_skill(text, k.path, "", max_description_chars=max_description_chars).description
+        except Exception:  # noqa: BLE001 - only a nicety; the row still shows
+            log.debug("could not re-read %s", k.path, exc_info=True)
+    return SkillSurvey(scan, unlisted, descriptions)

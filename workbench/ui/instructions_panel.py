@@ -56,7 +56,8 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from workbench.backends.base import BackendIOError, BackendRefusal, FileNotFound, normalize
+from workbench.backends.base import normalize
+from workbench.errors import BackendIOError, BackendRefusal, FileNotFound
 from workbench.engine.tokens import estimate_tokens
 from workbench.errors import WorkbenchError
 from workbench.ui.markdown_highlighter import DiffHighlighter, MarkdownHighlighter

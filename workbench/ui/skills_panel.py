@@ -32,7 +32,8 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from workbench.backends.base import BackendIOError, BackendRefusal, FileNotFound, is_under
+from workbench.backends.base import is_under
+from workbench.errors import BackendIOError, BackendRefusal, FileNotFound
 from workbench.ui.markdown_highlighter import MarkdownHighlighter
 from workbench.ui.panel_tasks import PanelTasks, Start
 from workbench.ui.style import is_dark, status_color
@@ -408,23 +409,11 @@ class SkillsPanel(QWidget):
         if s is None:
             return []
         generation = self._generation
-        from workbench.harness.skills import parse_skill, render_skills, scan_skills
-
         cfg = s.config.skills
         self.reload_button.setEnabled(False)
         try:
-            scan = await scan_skills(s.backend, cfg.sources, max_skills=cfg.max_skills,
-                                     max_description_chars=cfg.max_description_chars, max_scanned=cfg.max_scanned)
-            _section, unlisted = render_skills(scan, cfg.max_section_tokens)
-            descriptions: dict[str, str] = {}
-            for k in scan.skipped:  # a shadowed skill parsed fine: show its description too
-                if k.fate != "shadowed":
-                    continue
-                try:
-                    text = await s.read_document(k.path)
-                    descriptions[k.path] = parse_skill(text, k.path, "", max_description_chars=cfg.max_description_chars).description
-                except Exception:  # noqa: BLE001 - only a nicety; the row still shows
-                    log.debug("could not re-read %s", k.path, exc_info=True)
+            survey = await s.survey_skills()
+            scan, unlisted, descriptions = survey.scan, survey.unlisted, survey.shadowed_descriptions
         except (BackendIOError, BackendRefusal) as e:
             if generation == self._generation:
                 self._note(f"Could not read the skill sources: {e}", error=True)
