@@ -17,7 +17,6 @@ import logging
 import math
 import os
 import re
-import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -25,6 +24,7 @@ from typing import Any, Literal
 import yaml
 from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 
+from workbench.atomic import write_text_atomic
 from workbench.errors import ConfigError
 
 log = logging.getLogger(__name__)
@@ -777,19 +777,7 @@ def save_user_settings(settings: UserSettings) -> Path:
     path = user_settings_path()
     path.parent.mkdir(parents=True, exist_ok=True)
     data = json.dumps(settings.to_dict(), indent=2, ensure_ascii=False) + "\n"
-    fd, tmp = tempfile.mkstemp(prefix=".settings-", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise
+    write_text_atomic(path, data)
     return path
 
 

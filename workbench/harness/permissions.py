@@ -28,9 +28,7 @@ from __future__ import annotations
 import fnmatch
 import json
 import logging
-import os
 import re
-import tempfile
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
@@ -40,6 +38,7 @@ from typing import Any
 import yaml
 from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 
+from workbench.atomic import write_text_atomic
 from workbench.backends.base import BackendRefusal, normalize, segment_regex
 from workbench.config import CONFIG_FILENAME, EFFECTS, PermissionRule, default_permission_rules, parse_config
 from workbench.engine.messages import ToolCall
@@ -366,19 +365,7 @@ def append_rules_to_config(path: Path, rules: Sequence[PermissionRule]) -> list[
     text = path.read_text(encoding="utf-8") if path.exists() else ""
     updated = _insert_rules(text, rules)
     loaded = parse_config(updated, source=str(path)).permissions.rules
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".wb-", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8", newline="") as f:
-            f.write(updated)
-        os.chmod(tmp, path.stat().st_mode & 0o7777 if path.exists() else 0o644)
-        os.replace(tmp, path)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise
+    write_text_atomic(path, updated)
     lines: list[int] = []
     pool = list(loaded)
     for r in rules:
