@@ -69,6 +69,7 @@ class Session:
         api_key: str | None = None,
         threaded_model: bool = False,
         store: Store | None = None,
+        default_permission: str | None = None,
     ) -> Session:
         """Load ``workbench.yaml`` (ConfigError names file, key and line), build the agent, open the store."""
         from workbench.harness.stack import build_backend, build_middleware
@@ -77,6 +78,11 @@ class Session:
         if not ws.is_dir():
             raise ConfigError(f"workspace {ws} is not a folder")
         cfg = config or load_config(ws)
+        if default_permission is not None and not _sets_default_permission(ws):
+            # The user's default (Settings) applies where the workspace does not choose one itself.
+            from dataclasses import replace
+
+            cfg = replace(cfg, permissions=replace(cfg.permissions, default=default_permission))
         if isinstance(model, str) or api_base is not None:
             cfg = cfg.with_overrides(model=model if isinstance(model, str) else None, api_base=api_base)
         store = store or Store.for_workspace(ws)
@@ -317,6 +323,18 @@ class Session:
         if callable(close):
             close()
         self.store.close()
+
+
+def _sets_default_permission(workspace: Path) -> bool:
+    """Whether the workspace's workbench.yaml (already validated) says ``permissions.default``."""
+    import yaml
+
+    path = workspace / "workbench.yaml"
+    if not path.is_file():
+        return False
+    data = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+    permissions = data.get("permissions") if isinstance(data, dict) else None
+    return isinstance(permissions, dict) and "default" in permissions
 
 
 def default_workspace() -> Path:

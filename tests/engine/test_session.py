@@ -93,3 +93,16 @@ async def test_list_threads_without_opening_and_last_run(workspace):
     assert [t.id for t in Session.list_threads(workspace)] == [session.thread_id]
     assert session.last_run.id == result.run_id and session.last_run.status == "done"
     assert session.last_run.usage.calls == 1
+
+
+async def test_the_users_default_permission_applies_unless_the_workspace_sets_one(workspace):
+    calls = [("write_file", {"path": "/project/b.txt", "content": "b"})]
+    denied = await Session.open(workspace, model=ScriptedModel([tool_reply(*calls), reply("ok")]),
+                                default_permission="deny")
+    assert (await denied.run("write")).status == "done"
+    assert "Denied" in [m for m in denied.messages if m.role == "tool"][0].content
+    assert not (workspace / "b.txt").exists()
+
+    (workspace / "workbench.yaml").write_text("permissions:\n  default: ask\n")
+    asked = await Session.open(workspace, model=ScriptedModel([tool_reply(*calls)]), default_permission="deny")
+    assert (await asked.run("write")).status == "interrupted"  # the workspace's own default wins
