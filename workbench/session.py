@@ -147,14 +147,24 @@ class Session:
 
     # -- events ----------------------------------------------------------------------------------------------
     def subscribe(self, listener: EventListener, *, replay: bool = True) -> Callable[[], None]:
-        """Call ``listener`` with this thread's durable events so far (if ``replay``), then every new one."""
+        """Call ``listener`` with this thread's durable events so far (if ``replay``), then every new one.
+
+        Mid-run, "so far" includes the run's durable events not stored yet (they are written with the
+        step's checkpoint); each durable event reaches the listener once, in order.
+        """
+        replayed: set[tuple[str, int]] = set()  # in-flight events replayed here: never delivered again
         if replay:
-            for event in self.store.events(self.thread_id):
+            events = self.store.events(self.thread_id)
+            stored = events[-1].seq if events else 0
+            unsaved = [e for e in self.engine.unsaved_events(self.thread_id) if e.seq > stored]
+            replayed = {(e.thread_id, e.seq) for e in unsaved}
+            for event in events + unsaved:
                 listener(event)
 
         def on_event(event: Event) -> None:
-            if event.thread_id == self.thread_id:
-                listener(event)
+            if event.thread_id != self.thread_id or (event.thread_id, event.seq) in replayed:
+                return
+            listener(event)
 
         return self.engine.subscribe(on_event)
 

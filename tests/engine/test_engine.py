@@ -413,7 +413,9 @@ async def test_M9_blocked_output_restores_keys_that_ask_for_it(tmp_path):
     engine = make(tmp_path, model, [Censor(), Plan()])
     result = await engine.run("t", "go")
     assert result.status == "failed" and "leaks a secret" in result.error and result.answer == ""
-    assert engine.store.latest_checkpoint("t").state["plan"] == ["old"]
+    state = engine.store.latest_checkpoint("t").state
+    assert state["plan"] == ["old"]
+    assert "42" not in str(state["messages"])  # the blocked answer is neither kept nor sent again
 
 
 # -- M10 tool names -----------------------------------------------------------------------------------------------------

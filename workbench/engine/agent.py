@@ -127,6 +127,8 @@ class _Runtime:
         self._parsed: tuple[list[Any], list[Message]] | None = None
         self.next_seq: int | None = None
         self.unsaved_events: list[Event] = []
+        self.tool_tasks: list[asyncio.Task[Any]] = []  # the calls in flight, cancelled by stop()
+        self.outcomes: dict[str, ToolOutcome] | None = None  # finished calls of the message in flight
 
     @property
     def backend(self) -> Any:
@@ -207,6 +209,11 @@ class Engine:
     def is_running(self, thread_id: str) -> bool:
         return thread_id in self._active
 
+    def unsaved_events(self, thread_id: str) -> list[Event]:
+        """Durable events of the run in flight on a thread not stored yet (they go with its next checkpoint)."""
+        rt = self._active.get(thread_id)
+        return list(rt.unsaved_events) if rt is not None else []
+
     async def run(self, thread_id: str, input: str) -> RunResult:
         """One user turn on a thread (created when missing)."""
         if self.store.thread(thread_id) is None:
@@ -247,10 +254,8 @@ class Engine:
         rt.thread_usage = self.store.thread_usage(thread_id)
         rt.turn_snapshot = dict(cp.pending.get("turn_snapshot", {}))
         rt.answers = normalized
-        for q in questions:
-            rt.emit("interrupt_answered", id=q.id, kind=q.kind, decision=normalized[q.id]["decision"])
-            for mw in self.agent.middleware:
-                await mw.on_decision(q, normalized[q.id], HookContext(rt, mw))
+        # Inside the guard: the thread counts as busy from here on, and the events below are stored
+        # (with the next checkpoint) even when a decision hook fails.
         return await self._guard(rt, self._continue(rt, cp.pending, questions))
 
     async def recover(self, thread_id: str) -> RunResult:
@@ -267,6 +272,13 @@ class Engine:
         rt.run_usage = sum((u for _, u in self.store.usage_calls(thread_id, cp.run_id)), Usage())
         rt.thread_usage = self.store.thread_usage(thread_id)
         rt.turn_snapshot = dict(cp.pending.get("turn_snapshot", {}))
+        if record is not None and not _has_turn(rt):
+            # The run failed before its first checkpoint (in before_agent): its input was never
+            # committed. Re-run the turn from its start, before_agent included.
+            rt.step = 0
+            return await self._guard(rt, self._start(rt))
+        # A failed checkpoint written before results were settled (an older store) must not reach the provider.
+        self._settle_calls(rt, "error", "the run failed before this call finished", cp.pending, emit=False)
         return await self._guard(rt, self._steps(rt))
 
     def stop(self, thread_id: str) -> bool:
@@ -277,11 +289,15 @@ class Engine:
         rt.stop_requested = True
         if rt.model_task is not None and not rt.model_task.done():
             rt.model_task.cancel()
+        for task in rt.tool_tasks:  # a tool call in flight ends now; its result says it was stopped
+            if not task.done():
+                task.cancel()
         return True
 
     # -- the loop ----------------------------------------------------------------------------------------
     def _check_idle(self, thread_id: str) -> None:
-        if thread_id in self._active:
+        # Also through another Engine on this store: their events and messages would collide.
+        if thread_id in self._active or thread_id in self.store.active_threads:
             raise RunError(f"thread {thread_id} already has a run in flight")
 
     def _initial_state(self, stored: Mapping[str, Any] | None) -> dict[str, Any]:
@@ -293,6 +309,7 @@ class Engine:
     async def _guard(self, rt: _Runtime, body: Any) -> RunResult:
         """Run a loop body; every way it can end becomes a RunResult, and the thread stays usable."""
         self._active[rt.thread_id] = rt
+        self.store.active_threads.add(rt.thread_id)
         token = CURRENT_RUN.set(rt)
         try:
             return await body
@@ -311,6 +328,7 @@ class Engine:
                 self.store.append_events(rt.take_events())
             CURRENT_RUN.reset(token)
             self._active.pop(rt.thread_id, None)
+            self.store.active_threads.discard(rt.thread_id)
 
     async def _start(self, rt: _Runtime) -> RunResult:
         rt.emit("run_started", input_chars=len(rt.input))
@@ -324,22 +342,31 @@ class Engine:
                     return await self._finish(rt, "failed", error=f"{mw.name} blocked the input: {out.reason}")
                 if isinstance(out, str):
                     text = out
+        # A history saved before results were settled (an older store) must not reach the provider.
+        self._settle_calls(rt, "stopped", "the run ended before this call finished", emit=False)
         rt.append(Message.user(text, run=rt.run_id))
         self._checkpoint(rt, "running")
         return await self._steps(rt)
 
     async def _continue(self, rt: _Runtime, pending: Mapping[str, Any], questions: list[Question]) -> RunResult:
+        completed = {cid: ToolOutcome(o["status"], o["content"]) for cid, o in pending.get("completed", {}).items()}
+        if pending.get("phase") != "model":
+            rt.outcomes = completed  # kept if the run is stopped before the calls run
+        for q in questions:
+            rt.emit("interrupt_answered", id=q.id, kind=q.kind, decision=rt.answers[q.id]["decision"])
+            for mw in self.agent.middleware:
+                await mw.on_decision(q, rt.answers[q.id], HookContext(rt, mw))
         if pending.get("phase") == "model":
             rt.step -= 1  # the suspended step re-runs from its model call, now with the answers in
             return await self._steps(rt)
         # phase "tools": the assistant message is committed; run the calls that have no result yet.
         last = rt.messages()[-1]
-        completed = {cid: ToolOutcome(o["status"], o["content"]) for cid, o in pending.get("completed", {}).items()}
         by_call = {q.call_id: q for q in questions if q.call_id}
         done = await self._run_tools(rt, last.tool_calls, completed, by_call)
         if done is not None:
             return done
         self._checkpoint(rt, "running")
+        rt.answers = {}  # the answers were for the suspended step (see _steps)
         return await self._steps(rt)
 
     async def _steps(self, rt: _Runtime) -> RunResult:
@@ -354,6 +381,8 @@ class Engine:
             try:
                 response = await self._model_step(rt)
             except Suspend as s:
+                if rt.stop_requested:
+                    return await self._finish(rt, "aborted", error="stopped by the user")
                 return await self._suspend(rt, {"phase": "model", "questions": [s.question.to_dict()]})
             except asyncio.CancelledError:
                 if not rt.stop_requested:
@@ -374,6 +403,9 @@ class Engine:
             if done is not None:
                 return done
             self._checkpoint(rt, "running")
+            # A resume's answers were for the step that was suspended: a later step asking with the
+            # same key (providers may reuse call ids) is asked again, not answered from the old decision.
+            rt.answers = {}
 
     async def _complete(self, rt: _Runtime, answer: str) -> RunResult:
         for mw in reversed(self.agent.middleware):
@@ -382,6 +414,11 @@ class Engine:
                 if isinstance(out, Block):
                     for key, value in rt.turn_snapshot.items():  # M9/T7: restore keys that ask for it
                         rt.state[key] = value
+                    # The blocked answer must not be shown nor sent back on the next turn.
+                    last = rt.state[MESSAGES][-1]
+                    if last.get("role") == "assistant":
+                        last["content"] = f"[answer withheld: {out.reason}]"
+                        last.setdefault("meta", {})["blocked"] = True
                     return await self._finish(rt, "failed", answer="", keep_state=True,
                                               error=f"{mw.name} blocked the output: {out.reason}")
         return await self._finish(rt, "done", answer=answer)
@@ -477,27 +514,58 @@ class Engine:
         locks: dict[str, asyncio.Lock] = {}
         questions: dict[str, Question] = {}
         fatal: list[Exception] = []
+        held: set[str] = set()  # locks whose earlier call waits for an answer
+        rt.outcomes = completed  # what an abort keeps of this message (see _settle_calls)
+        if rt.stop_requested:
+            return await self._finish(rt, "aborted", error="stopped by the user")
 
         async def one(call: ToolCall) -> None:
             tool = self.agent.tool_map.get(call.name)
-            lock = locks.setdefault(tool.lock, asyncio.Lock()) if tool is not None and tool.lock else None
-            if lock is not None:
-                await lock.acquire()
+            name = tool.lock if tool is not None and tool.lock else None
+            lock = locks.setdefault(name, asyncio.Lock()) if name else None
+            acquired = False
             try:
-                completed[call.id] = await self._one_tool(rt, call, tool, resumed.get(call.id))
+                if lock is not None:
+                    await lock.acquire()
+                    acquired = True
+                # R4: when an earlier call on this lock waits for the user, this one may still ask (the
+                # questions of a message come together) but may not run before it: it runs on resume.
+                completed[call.id] = await self._one_tool(rt, call, tool, resumed.get(call.id), name in held)
+            except _Held:
+                pass  # neither a result nor a question until the earlier call is answered
             except Suspend as s:
                 questions[call.id] = Question(s.question.id, s.question.kind, s.question.payload, call.id)
+                if name:
+                    held.add(name)
             except Fatal as e:
                 fatal.append(e)
+            except asyncio.CancelledError:
+                if not rt.stop_requested:
+                    raise
+                # stop(): this call has no result; _finish says it was stopped
             finally:
-                if lock is not None:
+                if acquired:
+                    assert lock is not None
                     lock.release()
 
         todo = [c for c in calls if c.id not in completed]
         # Tasks start in message order and asyncio.Lock is fair, so same-lock calls run in order (R4).
-        await asyncio.gather(*(one(c) for c in todo))
+        tasks = [asyncio.ensure_future(one(c)) for c in todo]
+        rt.tool_tasks = tasks
+        try:
+            # Wait for every call, even when one fails: none may keep running after the run ended.
+            results = await asyncio.gather(*tasks, return_exceptions=True)
+        finally:
+            rt.tool_tasks = []
         if fatal:
             raise fatal[0]
+        for r in results:
+            if isinstance(r, BaseException) and not isinstance(r, asyncio.CancelledError):
+                raise r
+        if rt.stop_requested:  # stopped while the calls ran: no question is asked any more
+            return await self._finish(rt, "aborted", error="stopped by the user")
+        if any(isinstance(r, asyncio.CancelledError) for r in results):
+            raise asyncio.CancelledError()
         if questions:
             ordered = [questions[c.id].to_dict() for c in calls if c.id in questions]
             return await self._suspend(
@@ -511,9 +579,11 @@ class Engine:
         for call in calls:
             outcome = completed[call.id]
             rt.append(Message.tool(call, outcome.content, status=outcome.status))
+        rt.outcomes = None
         return None
 
-    async def _one_tool(self, rt: _Runtime, call: ToolCall, tool: Tool | None, resumed: Question | None) -> ToolOutcome:
+    async def _one_tool(self, rt: _Runtime, call: ToolCall, tool: Tool | None, resumed: Question | None,
+                        held: bool = False) -> ToolOutcome:
         approved = False
         if resumed is not None and resumed.kind == "tool_approval":
             decision = rt.answers[resumed.id]
@@ -534,12 +604,10 @@ class Engine:
             return self._finish_tool(rt, call, ToolOutcome.error(error))
         assert tool is not None
         ctx = ToolContext(rt, None, call, tool, approved)
-        chain = self._tool_chain(tool)
+        chain = self._tool_chain(tool, held)
         try:
             outcome = await chain(call, ctx)
-        except Suspend:
-            raise
-        except Fatal:
+        except (Suspend, Fatal, RunError):  # RunError: a broken contract (M3, M4) fails the run
             raise
         except WorkbenchError as e:
             outcome = ToolOutcome.error(f"Error: {e}")
@@ -566,8 +634,10 @@ class Engine:
         rejected = {rt.run_id: [*rejected.get(rt.run_id, []), _signature(call)]}  # only this run's matter
         rt.state["_rejected"] = rejected
 
-    def _tool_chain(self, tool: Tool) -> Callable[[ToolCall, ToolContext], Any]:
+    def _tool_chain(self, tool: Tool, held: bool = False) -> Callable[[ToolCall, ToolContext], Any]:
         async def innermost(call: ToolCall, ctx: ToolContext) -> ToolOutcome | NeedsApproval:
+            if held:
+                raise _Held()
             try:
                 result = await tool.func(call.arguments or {}, ctx.bound(tool.owner))
             except (Fatal, Suspend, RunError):
@@ -591,12 +661,42 @@ class Engine:
         pending = dict(pending or {})
         if rt.turn_snapshot:
             pending["turn_snapshot"] = rt.turn_snapshot
+        events = list(rt.unsaved_events)
         self.store.save_checkpoint(rt.thread_id, rt.run_id, rt.step, status, rt.state, pending,
-                                   calls=rt.calls, run=record, thread_status=status, events=rt.take_events())
+                                   calls=rt.calls, run=record, thread_status=status, events=events)
+        del rt.unsaved_events[:len(events)]  # only once written: a failed checkpoint loses no event
         for _, u in rt.calls:
             rt.run_usage = rt.run_usage + u
             rt.thread_usage = rt.thread_usage + u
         rt.calls = []
+
+    def _settle_calls(self, rt: _Runtime, status: str, why: str, pending: Mapping[str, Any] | None = None,
+                      emit: bool = True) -> None:
+        """Give every call of the last assistant message a result, so the history stays valid.
+
+        A provider rejects a history where an assistant's tool calls are not each followed by a tool
+        result. A run that ends between the two (stopped, cancelled, aborted, failed after a resume)
+        keeps the results of the calls that ran and says the others did not finish.
+        """
+        messages = rt.state[MESSAGES]
+        last = next((i for i in range(len(messages) - 1, -1, -1) if messages[i].get("role") == "assistant"), None)
+        if last is None or not messages[last].get("tool_calls"):
+            return
+        answered = {m.get("tool_call_id") for m in messages[last + 1:] if m.get("role") == "tool"}
+        known = dict(rt.outcomes or {})
+        for cid, o in ((pending or {}).get("completed") or {}).items():
+            known.setdefault(cid, ToolOutcome(o["status"], o["content"]))
+        for raw in messages[last]["tool_calls"]:
+            call = ToolCall.from_dict(raw)
+            if call.id in answered:
+                continue
+            outcome = known.get(call.id)
+            if outcome is None:
+                outcome = ToolOutcome(status, f"Not finished: {why}.")  # type: ignore[arg-type]
+                if emit:
+                    self._finish_tool(rt, call, outcome)
+            rt.append(Message.tool(call, outcome.content, status=outcome.status))
+        rt.outcomes = None
 
     async def _suspend(self, rt: _Runtime, pending: dict[str, Any]) -> RunResult:
         questions = [Question.from_dict(q) for q in pending["questions"]]
@@ -619,18 +719,29 @@ class Engine:
                       keep_state: bool = False) -> RunResult:
         if status == "aborted" and not answer:
             answer = rt.partial
+        ended = "stopped by the user" if status == "aborted" and error == "stopped by the user" else \
+            f"the run {'was stopped' if status == 'aborted' else 'failed'}: {error or status}"
         if status == "failed" and not keep_state:
             # Keep the last committed state: recover() re-runs the failed step from there (R2).
+            # Before the run's first checkpoint (in before_agent) that is the thread's state before the turn.
             cp = self.store.latest_checkpoint(rt.thread_id)
-            state = cp.state if cp is not None and cp.run_id == rt.run_id else rt.state
-            step = cp.step if cp is not None and cp.run_id == rt.run_id else rt.step
+            same = cp is not None and cp.run_id == rt.run_id
+            state = cp.state if cp is not None else self._initial_state(None)
+            step = cp.step if same else rt.step
+            if same and cp.status == "interrupted" and cp.pending.get("phase") == "model":
+                step -= 1  # the suspended step never ended: recover() runs it again under its number
             saved_state, saved_step = rt.state, rt.step
             rt.state, rt.step = state, step
+            # Failed after a resume, the calls of the committed message may lack results: those that
+            # ran before the suspension keep theirs (their writes are in this state), the others did not run.
+            rt.outcomes = None
+            self._settle_calls(rt, "error", ended, cp.pending if same else None)
             record = RunRecord(rt.run_id, rt.thread_id, status, rt.input, answer, error,
                                rt.run_usage + sum((u for _, u in rt.calls), Usage()), rt.started, time.time())
             self._checkpoint(rt, "failed", None, record)
             rt.state, rt.step = saved_state, saved_step
         else:
+            self._settle_calls(rt, "stopped" if status == "aborted" else "error", ended)
             record = RunRecord(rt.run_id, rt.thread_id, status, rt.input, answer, error,
                                rt.run_usage + sum((u for _, u in rt.calls), Usage()), rt.started, time.time())
             self._checkpoint(rt, status, None, record)
@@ -646,6 +757,13 @@ class Engine:
         rt.emit("run_finished", **data)
         self.store.append_events(rt.take_events())
         return RunResult(status, answer, rt.run_usage, (), error, rt.thread_id, rt.run_id)
+
+
+class _Held(Suspend):
+    """A call that would run while an earlier call on its lock waits for the user (R4): it waits too."""
+
+    def __init__(self) -> None:
+        super().__init__(Question(id="", kind="held", payload={}))
 
 
 def _bind_model(mw: AgentMiddleware, call_next: Any, ctx: HookContext) -> Any:
@@ -676,6 +794,15 @@ def _last_answer(rt: _Runtime) -> str:
         if m.get("role") == "assistant" and m.get("content"):
             return str(m["content"])
     return ""
+
+
+def _has_turn(rt: _Runtime) -> bool:
+    """Whether the run's user message is in the history (its first checkpoint was written)."""
+    for m in reversed(rt.state[MESSAGES]):
+        if m.get("role") == "user":
+            meta = m.get("meta") or {}
+            return "run" not in meta or meta["run"] == rt.run_id  # no run id: an older store, assume so
+    return False
 
 
 def _signature(call: ToolCall) -> str:

@@ -103,6 +103,8 @@ class Store:
         except sqlite3.DatabaseError as e:
             raise StoreError(f"cannot open the thread store {self.path}: {e}") from None
         self._lock = threading.RLock()
+        # Threads with a run in flight through any Engine on this store object (this process).
+        self.active_threads: set[str] = set()
 
     @classmethod
     def for_workspace(cls, workspace: Path | str) -> Store:

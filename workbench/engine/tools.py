@@ -17,7 +17,7 @@ if TYPE_CHECKING:
 class ToolOutcome:
     """What a tool call returns to the model. ``error`` outcomes are shown as errors (M5, M6)."""
 
-    status: Literal["ok", "error", "denied", "rejected"]
+    status: Literal["ok", "error", "denied", "rejected", "stopped"]
     content: str
 
     @classmethod
