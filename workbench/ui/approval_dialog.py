@@ -19,7 +19,7 @@ import logging
 from collections.abc import Awaitable, Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
-from PySide6.QtCore import Qt, Signal, Slot
+from PySide6.QtCore import QEvent, Qt, Signal, Slot
 from PySide6.QtGui import QColor, QFont, QSyntaxHighlighter, QTextCharFormat
 from PySide6.QtWidgets import (
     QDialog,
@@ -50,17 +50,42 @@ def _mono() -> QFont:
     return font
 
 
-class DiffHighlighter(QSyntaxHighlighter):
-    """Colours a unified diff: additions green, removals red, hunk headers blue."""
+#: Diff colours per theme: (foreground, background) of added, removed and hunk-header lines.
+_DIFF_COLORS = {
+    False: {"+": ("#14532d", "#e6ffec"), "-": ("#7f1d1d", "#ffebe9"), "@": ("#1e40af", "#eef2ff")},
+    True: {"+": ("#8ddb8c", "#1b3a24"), "-": ("#f4a9a3", "#4a1f1f"), "@": ("#96c3ff", "#1f2a3d")},
+}
 
-    def __init__(self, document: Any) -> None:
+
+def _dark() -> bool:
+    try:
+        from workbench.ui.style import is_dark
+
+        return bool(is_dark())
+    except Exception:  # noqa: BLE001 - styling must never break the dialog
+        return False
+
+
+class DiffHighlighter(QSyntaxHighlighter):
+    """Colours a unified diff: additions green, removals red, hunk headers blue (light or dark theme)."""
+
+    def __init__(self, document: Any, *, dark: bool | None = None) -> None:
         super().__init__(document)
         self._formats: dict[str, QTextCharFormat] = {}
-        for key, fg, bg in (("+", "#14532d", "#e6ffec"), ("-", "#7f1d1d", "#ffebe9"), ("@", "#1e40af", "#eef2ff")):
+        self.dark: bool | None = None
+        self.set_dark(_dark() if dark is None else dark)
+
+    def set_dark(self, dark: bool) -> None:
+        if dark == self.dark:
+            return
+        self.dark = dark
+        self._formats = {}
+        for key, (fg, bg) in _DIFF_COLORS[dark].items():
             f = QTextCharFormat()
             f.setForeground(QColor(fg))
             f.setBackground(QColor(bg))
             self._formats[key] = f
+        self.rehighlight()
 
     def highlightBlock(self, text: str) -> None:  # noqa: N802 - Qt override
         if text.startswith(("+++", "---")):
@@ -74,7 +99,7 @@ def unified_diff(path: str, old: str, new: str) -> str:
     """A unified diff of a file's text before and after (empty when they are equal)."""
     lines = difflib.unified_diff(
         old.splitlines(keepends=True), new.splitlines(keepends=True),
-        fromfile=f"{path} (now)" if old else "/dev/null", tofile=f"{path} (after)", n=3,
+        fromfile=f"{path} (now)" if old else "(new file)", tofile=f"{path} (after)", n=3,
     )
     out = []
     for line in lines:
@@ -108,7 +133,7 @@ class ApprovalDialog(QDialog):
         self.setObjectName("approval_dialog")
         self.setWindowTitle("Approve tool call")
         self.setModal(True)
-        self.resize(680, 480)
+        self.resize(780, 520)
         self.questions = list(questions)
         self.decisions: dict[str, dict[str, Any]] = {}
         self.index = 0
@@ -130,7 +155,7 @@ class ApprovalDialog(QDialog):
         self.reason_label.setObjectName("approval_reason")
         self.reason_label.setWordWrap(True)
         self.reason_label.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
-        self.reason_label.setStyleSheet("color: #4a5568;")
+        self.reason_label.setProperty("role", "muted")  # the theme's secondary text colour
         lay.addWidget(self.reason_label)
 
         self.tabs = QTabWidget(self)
@@ -138,7 +163,7 @@ class ApprovalDialog(QDialog):
         self.diff_view.setObjectName("approval_diff")
         self.diff_view.setReadOnly(True)
         self.diff_view.setFont(_mono())
-        self.diff_view.setLineWrapMode(QPlainTextEdit.LineWrapMode.NoWrap)
+        self.diff_view.setLineWrapMode(QPlainTextEdit.LineWrapMode.WidgetWidth)  # every line readable
         self._highlighter = DiffHighlighter(self.diff_view.document())
         self.args_edit = QPlainTextEdit(self)
         self.args_edit.setObjectName("approval_arguments")
@@ -150,7 +175,7 @@ class ApprovalDialog(QDialog):
         lay.addWidget(self.tabs, 1)
         self.edit_error = QLabel()
         self.edit_error.setObjectName("approval_edit_error")
-        self.edit_error.setStyleSheet("color: #b3261e;")
+        self.edit_error.setProperty("status", "error")  # the theme's error colour
         self.edit_error.hide()
         lay.addWidget(self.edit_error)
 
@@ -180,6 +205,11 @@ class ApprovalDialog(QDialog):
         lay.addLayout(buttons)
         self._show_current()
 
+    def changeEvent(self, event: QEvent) -> None:  # noqa: N802 - Qt override
+        super().changeEvent(event)
+        if event.type() in (QEvent.Type.StyleChange, QEvent.Type.PaletteChange):
+            self._highlighter.set_dark(_dark())
+
     def _button(self, text: str, name: str, slot: Callable[[], Any]) -> QPushButton:
         b = QPushButton(text, self)
         b.setObjectName(name)
@@ -201,9 +231,9 @@ class ApprovalDialog(QDialog):
         if q is None:
             return
         n = len(self.questions)
-        self.header.setText("The agent wants to run a tool" + (f" — call {self.index + 1} of {n}" if n > 1 else ""))
         tool = str(q.payload.get("tool", "?"))
-        self.tool_label.setText(f"Tool: <b>{tool}</b>")
+        self.header.setText(self._headline(tool) + (f" — call {self.index + 1} of {n}" if n > 1 else ""))
+        self._show_tool_line()
         reason = str(q.payload.get("reason") or "")
         rule = q.payload.get("rule")
         parts = [f"Why it asks: {reason}" if reason else "Why it asks: your permission rules ask before this call."]
@@ -222,6 +252,30 @@ class ApprovalDialog(QDialog):
         self.tabs.setCurrentIndex(1 if is_file else 0)
         self._refresh_diff()
         self._validate()
+
+    def _headline(self, tool: str) -> str:
+        q = self.current
+        path = self._args(q).get("path") if q is not None else None
+        if tool in FILE_TOOLS and isinstance(path, str) and path:
+            return "The agent wants to edit a file" if tool == "edit_file" else "The agent wants to write a file"
+        return "The agent wants to run a tool"
+
+    def _show_tool_line(self) -> None:
+        """``Tool: write_file · /project/notes.md (new file)``: the tool and, for a file tool, which file."""
+        q = self.current
+        if q is None:
+            return
+        tool = str(q.payload.get("tool", "?"))
+        text = f"Tool: <b>{_html(tool)}</b>"
+        path = self._args(q).get("path")
+        if tool in FILE_TOOLS and isinstance(path, str) and path:
+            text += f" · {_html(path)}"
+            old = self._old_text.get(path, "?")
+            if old == "":
+                text += " <i>(a new file)</i>"
+            elif old is not None and old != "?" and tool == "write_file":
+                text += " <i>(replaces the whole file)</i>"
+        self.tool_label.setText(text)
 
     def _edited_args(self) -> dict[str, Any] | None:
         try:
@@ -291,6 +345,7 @@ class ApprovalDialog(QDialog):
                 self._old_text[p] = None
                 self._read_errors[p] = str(e)
             self._refresh_diff()
+            self._show_tool_line()
 
     # -- decisions ------------------------------------------------------------------------------------
     def _decide(self, decision: dict[str, Any]) -> None:
@@ -351,6 +406,10 @@ class ApprovalDialog(QDialog):
             self.sig_call_decided.emit(q.id, self.decisions[q.id])
             self.index += 1
         self.accept()
+
+
+def _html(text: str) -> str:
+    return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
 
 
 class BudgetHoldDialog(QDialog):

@@ -17,7 +17,7 @@ import threading
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from PySide6.QtCore import QByteArray, Qt, Signal, Slot
+from PySide6.QtCore import QByteArray, QEvent, Qt, Signal, Slot
 from PySide6.QtGui import QAction, QCloseEvent, QKeyEvent, QKeySequence
 from PySide6.QtWidgets import (
     QApplication,
@@ -32,6 +32,7 @@ from PySide6.QtWidgets import (
     QPushButton,
     QSplitter,
     QStatusBar,
+    QTabWidget,
     QVBoxLayout,
     QWidget,
 )
@@ -100,9 +101,8 @@ class ErrorBar(QFrame):
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
         self.setObjectName("error_bar")
-        bg, border, fg = transcript_palette()["error"]
-        self.setStyleSheet(f"QFrame#error_bar {{ background: {bg}; border: 1px solid {border}; border-radius: 4px; }}"
-                           f" QFrame#error_bar QLabel {{ color: {fg}; }}")
+        self._colors: tuple[str, str, str] | None = None
+        self._apply_colors()
         lay = QHBoxLayout(self)
         lay.setContentsMargins(8, 4, 8, 4)
         self.label = QLabel(self)
@@ -116,6 +116,21 @@ class ErrorBar(QFrame):
         lay.addWidget(close)
         self.messages: list[str] = []
         self.hide()
+
+    def _apply_colors(self) -> None:
+        colors = tuple(transcript_palette()["error"])
+        if colors == self._colors:
+            return
+        self._colors = colors  # type: ignore[assignment]
+        bg, border, fg = colors
+        self.setStyleSheet(f"QFrame#error_bar {{ background: {bg}; border: 1px solid {border}; border-radius: 4px; }}"
+                           f" QFrame#error_bar QLabel {{ color: {fg}; }}")
+
+    def changeEvent(self, event: QEvent) -> None:  # noqa: N802 - Qt override
+        """Follow a change of the light/dark theme."""
+        super().changeEvent(event)
+        if event.type() in (QEvent.Type.StyleChange, QEvent.Type.PaletteChange):
+            self._apply_colors()
 
     def show_message(self, text: str) -> None:
         self.messages.append(text)
@@ -176,6 +191,9 @@ class MainWindow(QMainWindow):
         self._docks: dict[str, QDockWidget] = {}
         self._closing = False
         self.setDockOptions(QMainWindow.DockOption.AnimatedDocks | QMainWindow.DockOption.AllowTabbedDocks)
+        # Tabs of tabbed docks on top of their group, where they read as the group's tabs (at the
+        # bottom they sat right above the next dock's title and seemed to belong to it).
+        self.setTabPosition(Qt.DockWidgetArea.AllDockWidgetAreas, QTabWidget.TabPosition.North)
 
         # centre: error bar, transcript, input
         self.error_bar = ErrorBar(self)
@@ -324,7 +342,8 @@ class MainWindow(QMainWindow):
         ws = Path(path).expanduser().resolve()
         self.status.showMessage(f"Opening {ws} …")
         session = await Session.open(ws, thread_id, model=model or self.settings.model,
-                                     api_base=api_base or self.settings.api_base, threaded_model=True)
+                                     api_base=api_base or self.settings.api_base, threaded_model=True,
+                                     default_permission=self.settings.default_permission)
         if thread_id is None:
             # Session.open made a fresh thread: show the newest existing one instead, if there is one.
             fresh = session.thread_id
@@ -519,6 +538,7 @@ class MainWindow(QMainWindow):
                 if decisions is None:  # closed without deciding: the run stays suspended
                     break
                 self._set_running(True)
+                self.status.set_status("running")  # type: ignore[attr-defined] # resuming starts no new run
                 result = await session.resume(decisions)
             return status
         finally:

@@ -19,6 +19,10 @@ from workbench.ui.plan_panel import PlanPanel
 from workbench.ui.skills_panel import SkillsPanel
 
 Right = Qt.DockWidgetArea.RightDockWidgetArea
+THREADS_WIDTH = 230
+"""The thread list's width on first start (px)."""
+PANELS_WIDTH = 420
+"""The right-hand panels' width on first start (px)."""
 
 
 def install_panels(window: Any) -> dict[str, Any]:
@@ -31,13 +35,19 @@ def install_panels(window: Any) -> dict[str, Any]:
         "Artifacts": ArtifactsPanel(start=qt_async.start, parent=window),
     }
     docks = [window.add_dock(title, panel, Right) for title, panel in panels.items()]
-    # Two tab groups on the right: what the agent works from, and what it spends and makes.
+    # One tab group on the right, tabs on top: stacked in two groups each panel got half the height,
+    # too little for the Instructions editor or the budget meters at the default window size. A dock can
+    # still be dragged out of the group to see two panels at once (the layout is saved).
     first, *rest = [d for d in docks if d is not None]
-    for dock in rest[:2]:
+    for dock in rest:
         window.tabifyDockWidget(first, dock)
-    if len(rest) > 3:
-        window.tabifyDockWidget(rest[2], rest[3])
     first.raise_()
+    if not window.settings.window.get("state"):
+        # First start (no saved layout): a narrow thread list, a right column wide enough for the
+        # panels' tables (names, sizes, costs) without clipping.
+        left = [d for d in (window.dock("Threads"),) if d is not None]
+        window.resizeDocks([*left, first], [*[THREADS_WIDTH] * len(left), PANELS_WIDTH],
+                           Qt.Orientation.Horizontal)
 
     bridge = window.bridge
 

@@ -399,7 +399,7 @@ class PlanPanel(QWidget):
         layout.setContentsMargins(6, 6, 6, 6)
         layout.setSpacing(4)
         layout.addWidget(self.summary_label)
-        layout.addWidget(self.placeholder)
+        layout.addWidget(self.placeholder, 3)  # takes the list's room while there is no plan (aligned top)
         layout.addWidget(self.view, 3)
         layout.addLayout(header)
         layout.addWidget(self.history_view, 2)

@@ -17,9 +17,10 @@ from __future__ import annotations
 
 import logging
 from importlib import resources
+from pathlib import Path
 from typing import Literal
 
-from PySide6.QtCore import Qt
+from PySide6.QtCore import QDir, Qt
 from PySide6.QtGui import QGuiApplication, QPalette
 from PySide6.QtWidgets import QApplication, QWidget
 
@@ -66,6 +67,7 @@ _ALIASES: dict[str, str] = {
     "stopped": "aborted",
     "cancelled": "aborted",
     "waiting": "waiting",
+    "held": "waiting",
     "interrupted": "waiting",
     "pending": "waiting",
     "asking": "waiting",
@@ -134,6 +136,21 @@ def is_dark(app: QGuiApplication | None = None) -> bool:
     return (current_theme(app) or system_theme(app)) == "dark"
 
 
+IMAGE_PREFIX = "workbench-style"
+"""The ``QDir`` search-path prefix the sheets name their images by (``url(workbench-style:arrow-down-light.svg)``)."""
+
+
+def register_style_images() -> None:
+    """Let the sheets find the images shipped beside them (the arrows of combo and spin boxes)."""
+    try:
+        folder = resources.files("workbench.resources").joinpath("style")
+        path = Path(str(folder))
+    except (OSError, ValueError, TypeError):
+        return
+    if path.is_dir() and str(path) not in QDir.searchPaths(IMAGE_PREFIX):
+        QDir.addSearchPath(IMAGE_PREFIX, str(path))
+
+
 def apply_style(app: QApplication, theme: Theme | None = None) -> Theme:
     """Apply the light or dark sheet to ``app``; returns the theme applied.
 
@@ -148,9 +165,12 @@ def apply_style(app: QApplication, theme: Theme | None = None) -> Theme:
         # A missing sheet leaves the platform look: worth a warning, never a crash at start-up.
         log.warning("style sheet %r could not be loaded: %s", chosen, exc)
         return chosen
-    app.setStyleSheet(sheet)
+    register_style_images()
+    # The theme is recorded first: widgets that follow it (``is_dark()``) ask on the StyleChange
+    # event that setStyleSheet sends.
     app.setProperty(_PROPERTY_APPLIED, chosen)
     app.setProperty(_PROPERTY_FOLLOWING, follow)
+    app.setStyleSheet(sheet)
     hints = app.styleHints()
     if follow and hasattr(hints, "colorSchemeChanged") and not app.property("_workbench_style_connected"):
         hints.colorSchemeChanged.connect(lambda _scheme, a=app: _on_scheme_changed(a))

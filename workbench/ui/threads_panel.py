@@ -118,12 +118,11 @@ class ThreadsPanel(QWidget):
             for t in self.threads():
                 status = _STATUS_WORDS.get(t.status, t.status)
                 title = t.title or "New thread"
-                item = QListWidgetItem(title)
+                # Two lines: a long title is cut on its own line, never the status or the age.
+                meta = (f"{status} · " if status else "") + _when(t.updated, now)
+                item = QListWidgetItem(f"{title}\n{meta}")
                 item.setData(ThreadIdRole, t.id)
-                tip = f"{title}\n{_when(t.updated, now)}" + (f" · {status}" if status else "")
-                item.setToolTip(tip)
-                if status:
-                    item.setText(f"{title}  ·  {status}")
+                item.setToolTip(f"{title}\n{meta}")
                 self.list.addItem(item)
                 if t.id == current:
                     self.list.setCurrentItem(item)

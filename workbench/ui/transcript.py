@@ -13,7 +13,7 @@ import json
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from PySide6.QtCore import QSize, Qt, QTimer, Signal, Slot
+from PySide6.QtCore import QEvent, QSize, Qt, QTimer, Signal, Slot
 from PySide6.QtGui import QTextCursor
 from PySide6.QtWidgets import (
     QFrame,
@@ -37,6 +37,7 @@ if TYPE_CHECKING:
 STATUS_LABELS = {
     "running": "running…",
     "waiting": "waiting for approval",
+    "held": "held by the budget",
     "ok": "ok",
     "error": "error",
     "denied": "denied",
@@ -95,6 +96,21 @@ def advice_for(error: str) -> str:
     if "blocked" in e:
         return "Rephrase your request, or check the rules that blocked it."
     return "Send your message again; if it keeps failing, check Settings and the Events panel."
+
+
+def _waiting_status(kind: str) -> str:
+    """How a tool row shows a pending question about its call: a budget hold is not an approval."""
+    return "held" if kind == "budget_hold" else "waiting"
+
+
+def _stopped_text(error: str) -> str:
+    """The notice of a stopped run: the user's own Stop says just that; another reason is shown."""
+    error = error.strip().rstrip(".")
+    if not error or error == "stopped by the user":
+        return "Stopped."
+    if error.lower().startswith("stopped"):
+        return error[:1].upper() + error[1:] + "."
+    return f"Stopped: {error}."
 
 
 def _pretty(arguments: Any) -> str:
@@ -177,7 +193,11 @@ def transcript_style_sheet(c: dict[str, Any]) -> str:
     QLabel#message_tag {{ color: {c['tag']}; font-style: italic; }}
     QTextBrowser#message_body {{ background: transparent; border: none; padding: 0; }}
     QFrame#tool_call {{ background: {c['tool_bg']}; border: 1px solid {c['tool_border']}; border-radius: 4px; }}
+    QToolButton#tool_toggle {{ border: none; background: transparent; font-weight: 600; padding: 2px 4px;
+        color: {c['title']}; }}
+    QToolButton#tool_toggle:hover {{ background: {c['border']}; border-radius: 3px; }}
     QLabel#tool_summary {{ color: {c['muted']}; }}
+    QLabel#transcript_empty {{ color: {c['muted']}; padding: 24px 12px; }}
     QLabel#tool_status {{ font-weight: 600; }}
     QFrame#notice_error {{ background: {err[0]}; border: 1px solid {err[1]}; border-radius: 6px; }}
     QFrame#notice_error QLabel {{ color: {err[2]}; }}
@@ -412,10 +432,19 @@ class TranscriptView(QScrollArea):
         self.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
         self._content = QWidget()
         self._content.setObjectName("transcript_content")
-        self._content.setStyleSheet(transcript_style_sheet(palette()))
+        self._palette = palette()
+        self._content.setStyleSheet(transcript_style_sheet(self._palette))
         self._layout = QVBoxLayout(self._content)
         self._layout.setContentsMargins(10, 10, 10, 10)
         self._layout.setSpacing(6)
+        # What an empty thread shows instead of a blank area (not one of the blocks).
+        self.empty_hint = QLabel(self._content)
+        self.empty_hint.setObjectName("transcript_empty")
+        self.empty_hint.setWordWrap(True)
+        self.empty_hint.setAlignment(Qt.AlignmentFlag.AlignCenter)
+        self.empty_hint.setTextFormat(Qt.TextFormat.RichText)
+        self._set_empty_hint(demo=False)
+        self._layout.addWidget(self.empty_hint)
         self._layout.addStretch(1)
         self.setWidget(self._content)
         self._rows: dict[str, ToolCallRow] = {}
@@ -441,7 +470,7 @@ class TranscriptView(QScrollArea):
         out = []
         for i in range(self._layout.count()):
             w = self._layout.itemAt(i).widget()
-            if w is not None:
+            if w is not None and w is not self.empty_hint:
                 out.append(w)
         return out
 
@@ -466,9 +495,34 @@ class TranscriptView(QScrollArea):
         self._current = None
         self._pending_notice = None
         self._stick = True
+        self.empty_hint.show()
 
     def _add(self, widget: QWidget) -> None:
+        self.empty_hint.hide()
         self._layout.insertWidget(self._layout.count() - 1, widget)
+
+    def _set_empty_hint(self, *, demo: bool) -> None:
+        text = ("<p><b>No messages in this thread yet.</b></p>"
+                "<p>Type a task in the box below and press <b>Send</b> (Ctrl+Enter).<br>"
+                "The agent's answer streams in here, with each tool call it makes;"
+                " calls that need your approval open a dialog first.</p>")
+        if demo:
+            text += ("<p>This is the offline <i>demo</i> model: send anything (for example"
+                     " <i>Show me around this project</i>) to watch a whole scripted session.<br>"
+                     "Choose a real model and API key in File → Settings.</p>")
+        self.empty_hint.setText(text)
+
+    def _update_empty_hint(self) -> None:
+        self.empty_hint.setVisible(not self.blocks())
+
+    def changeEvent(self, event: QEvent) -> None:  # noqa: N802 - Qt override
+        """Follow a change of the light/dark theme (the blocks' colours come from one sheet)."""
+        super().changeEvent(event)
+        if event.type() in (QEvent.Type.StyleChange, QEvent.Type.PaletteChange):
+            colors = palette()
+            if colors != self._palette:
+                self._palette = colors
+                self._content.setStyleSheet(transcript_style_sheet(colors))
 
     def add_user_message(self, text: str) -> MessageBlock:
         self.end_message()
@@ -514,6 +568,7 @@ class TranscriptView(QScrollArea):
             self._layout.removeWidget(self._pending_notice)
             self._pending_notice.deleteLater()
             self._pending_notice = None
+            self._update_empty_hint()
 
     @Slot(dict)
     def load_thread(self, info: dict[str, Any]) -> None:
@@ -521,11 +576,12 @@ class TranscriptView(QScrollArea):
         self.setUpdatesEnabled(False)
         try:
             self.clear()
+            self._set_empty_hint(demo=info.get("model") == "demo")
             self.render_messages(info.get("messages") or [])
             pending = list(info.get("pending") or [])
             for q in pending:
                 if q.call_id and q.call_id in self._rows:
-                    self._rows[q.call_id].set_status("waiting")
+                    self._rows[q.call_id].set_status(_waiting_status(getattr(q, "kind", "")))
             status = info.get("status")
             if status == "failed" and info.get("error"):
                 self.add_error(str(info["error"]))
@@ -579,7 +635,7 @@ class TranscriptView(QScrollArea):
         self.end_message()
         cid = str(data.get("call_id", ""))
         row = self._rows.get(cid)
-        if row is not None and row.status in ("waiting", "running", "stopped"):
+        if row is not None and row.status in ("waiting", "held", "running", "stopped"):
             # a resumed (maybe edited) call runs again
             row.set_arguments(data.get("arguments", row.arguments))
             row.set_status("running")
@@ -610,7 +666,7 @@ class TranscriptView(QScrollArea):
     def on_interrupt(self, data: dict[str, Any]) -> None:
         row = self._rows.get(str(data.get("call_id") or ""))
         if row is not None:
-            row.set_status("waiting")
+            row.set_status(_waiting_status(str(data.get("kind") or "")))
 
     @Slot(dict)
     def on_run_finished(self, data: dict[str, Any]) -> None:
@@ -626,8 +682,7 @@ class TranscriptView(QScrollArea):
         if status == "failed":
             self.add_error(str(data.get("error") or "unknown error"))
         elif stopped:
-            error = str(data.get("error") or "")
-            self.add_info("Stopped." if "stopped" in error or not error else f"Stopped: {error}")
+            self.add_info(_stopped_text(str(data.get("error") or "")))
         elif status == "interrupted":
             self.show_pending_notice(int(data.get("pending") or 1))
 
