@@ -189,6 +189,8 @@ class Session:
         if self.running:
             return "running"
         info = self.store.thread(self.thread_id)
+        if info is not None and info.status == "running":
+            return "failed"  # cut off by a crash or a closed app: recover() finishes it (R2)
         return info.status if info else "new"
 
     @property
@@ -242,6 +244,8 @@ class Session:
     def last_error(self) -> str | None:
         """The newest run's error message, if it failed or was stopped."""
         run = self.last_run
+        if run is not None and run.status == "running" and not self.running:
+            return "The run was cut off (the app closed or the process died). Recover it to go on from its last step."
         return run.error if run else None
 
     @property

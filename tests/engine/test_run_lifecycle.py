@@ -588,3 +588,20 @@ async def test_recover_after_a_failed_model_phase_resume_reruns_the_same_step(tm
     done = await engine.resume("t", {result.pending[0].id: "approve"})
     assert done.status == "done"
     assert [e.step for e in seen if e.type == "model_call_finished"] == [1, 2]
+
+
+async def test_R2_recover_after_a_crash_before_the_runs_first_checkpoint(tmp_path):
+    """The process died right after the run was recorded: recover starts that turn again."""
+    from workbench.engine.agent import Agent, Engine
+    from workbench.engine.models.scripted import ScriptedModel, reply
+    from workbench.engine.store import RunRecord, Store
+    from workbench.engine.usage import Usage
+
+    store = Store.for_workspace(tmp_path)
+    engine = Engine(Agent(ScriptedModel([reply("first"), reply("second")])), store)
+    assert (await engine.run("t", "one")).status == "done"
+    store.save_run(RunRecord("crashed", "t", "running", "two", "", None, Usage(), 9e9, None))  # then: kill -9
+    result = await Engine(engine.agent, Store.for_workspace(tmp_path)).recover("t")
+    assert result.status == "done" and result.answer == "second" and result.run_id == "crashed"
+    contents = [m["content"] for m in Store.for_workspace(tmp_path).latest_checkpoint("t").state["messages"]]
+    assert contents == ["one", "first", "two", "second"]

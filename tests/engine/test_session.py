@@ -106,3 +106,16 @@ async def test_the_users_default_permission_applies_unless_the_workspace_sets_on
     (workspace / "workbench.yaml").write_text("permissions:\n  default: ask\n")
     asked = await Session.open(workspace, model=ScriptedModel([tool_reply(*calls)]), default_permission="deny")
     assert (await asked.run("write")).status == "interrupted"  # the workspace's own default wins
+
+
+async def test_a_run_cut_off_by_a_crash_reads_as_failed_and_recovers(workspace):
+    from workbench.engine.store import RunRecord
+    from workbench.engine.usage import Usage
+
+    session = await Session.open(workspace, model=ScriptedModel([reply("after the crash")]))
+    session.store.create_thread(thread_id=session.thread_id)
+    session.store.save_run(RunRecord("r1", session.thread_id, "running", "hello", "", None, Usage(), 1.0, None))
+    assert session.status == "failed" and "cut off" in session.last_error()
+    result = await session.recover()
+    assert result.status == "done" and session.status == "done"
+    assert [m.content for m in session.messages] == ["hello", "after the crash"]

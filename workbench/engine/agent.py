@@ -261,6 +261,15 @@ class Engine:
     async def recover(self, thread_id: str) -> RunResult:
         """Re-run the step that failed, or was in flight at a crash, from the last checkpoint (R2)."""
         cp = self.store.latest_checkpoint(thread_id)
+        runs = self.store.runs(thread_id)
+        newest = runs[-1] if runs else None
+        if newest is not None and newest.status == "running" and (cp is None or cp.run_id != newest.id):
+            # A crash cut the run off before its first checkpoint: its turn starts again from its input.
+            self._check_idle(thread_id)
+            rt = _Runtime(self, thread_id, newest.id, self._initial_state(cp.state if cp else None), 0, newest.input)
+            rt.started = newest.started
+            rt.thread_usage = self.store.thread_usage(thread_id)
+            return await self._guard(rt, self._start(rt))
         if cp is None:
             raise RunError(f"thread {thread_id} has nothing to recover")
         record = self.store.run(cp.run_id)
