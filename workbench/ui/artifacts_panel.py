@@ -30,7 +30,6 @@ from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING, Any
 
 from PySide6.QtCore import (
-    QAbstractTableModel,
     QEvent,
     QItemSelectionModel,
     QModelIndex,
@@ -60,6 +59,7 @@ from PySide6.QtWidgets import (
 from workbench.ui.budget_panel import is_news, last_seq
 from workbench.ui.code_highlighter import CodeHighlighter, language_for
 from workbench.ui.panel_tasks import PanelTasks, Start
+from workbench.ui.table_model import RowsTableModel
 
 if TYPE_CHECKING:
     from workbench.engine.events import Event
@@ -137,7 +137,7 @@ def _source_text(source: str) -> str:
 # The model
 
 
-class ArtifactsModel(QAbstractTableModel):
+class ArtifactsModel(RowsTableModel):
     """Rows of ``{"name", "size", "mime", "source", "updated"}`` (never the content), in write order."""
 
     COLUMNS = ("Name", "Size", "Type", "Source")
@@ -177,20 +177,6 @@ class ArtifactsModel(QAbstractTableModel):
 
     def names(self) -> list[str]:
         return [r["name"] for r in self._rows]
-
-    def rowCount(self, parent: Index = QModelIndex()) -> int:  # noqa: B008, N802
-        return 0 if parent.isValid() else len(self._rows)
-
-    def columnCount(self, parent: Index = QModelIndex()) -> int:  # noqa: B008, N802
-        return 0 if parent.isValid() else len(self.COLUMNS)
-
-    def headerData(  # noqa: N802 - Qt override
-        self, section: int, orientation: Qt.Orientation, role: int = Qt.ItemDataRole.DisplayRole
-    ) -> Any:
-        if role == Qt.ItemDataRole.DisplayRole and orientation == Qt.Orientation.Horizontal:
-            if 0 <= section < len(self.COLUMNS):
-                return self.COLUMNS[section]
-        return None
 
     def data(self, index: Index, role: int = Qt.ItemDataRole.DisplayRole) -> Any:
         if not index.isValid() or not (0 <= index.row() < len(self._rows)):

@@ -23,7 +23,7 @@ import logging
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from PySide6.QtCore import QAbstractTableModel, QModelIndex, QPersistentModelIndex, Qt
+from PySide6.QtCore import QModelIndex, QPersistentModelIndex, Qt
 from PySide6.QtWidgets import (
     QAbstractItemView,
     QComboBox,
@@ -43,6 +43,8 @@ from workbench.engine.usage import Usage
 if TYPE_CHECKING:
     from workbench.engine.events import Event
     from workbench.session import Session
+
+from workbench.ui.table_model import RowsTableModel
 
 log = logging.getLogger(__name__)
 
@@ -204,7 +206,7 @@ class FieldMeter(QWidget):
 # The per-model breakdown
 
 
-class ModelUsageModel(QAbstractTableModel):
+class ModelUsageModel(RowsTableModel):
     """A thin adapter over ``[(model, Usage)]``: model, calls, tokens in/out, cost ("n/a" unpriced)."""
 
     COLUMNS = ("Model", "Calls", "Tokens in", "Tokens out", "Cost")
@@ -221,20 +223,6 @@ class ModelUsageModel(QAbstractTableModel):
 
     def rows(self) -> list[tuple[str, Usage]]:
         return list(self._rows)
-
-    def rowCount(self, parent: Index = QModelIndex()) -> int:  # noqa: B008, N802
-        return 0 if parent.isValid() else len(self._rows)
-
-    def columnCount(self, parent: Index = QModelIndex()) -> int:  # noqa: B008, N802
-        return 0 if parent.isValid() else len(self.COLUMNS)
-
-    def headerData(  # noqa: N802 - Qt override
-        self, section: int, orientation: Qt.Orientation, role: int = Qt.ItemDataRole.DisplayRole
-    ) -> Any:
-        if role == Qt.ItemDataRole.DisplayRole and orientation == Qt.Orientation.Horizontal:
-            if 0 <= section < len(self.COLUMNS):
-                return self.COLUMNS[section]
-        return None
 
     def data(self, index: Index, role: int = Qt.ItemDataRole.DisplayRole) -> Any:
         if not index.isValid() or not (0 <= index.row() < len(self._rows)):

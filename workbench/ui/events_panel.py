@@ -13,7 +13,6 @@ from collections.abc import Iterable
 from typing import Any
 
 from PySide6.QtCore import (
-    QAbstractTableModel,
     QModelIndex,
     QPersistentModelIndex,
     QSortFilterProxyModel,
@@ -36,6 +35,7 @@ from PySide6.QtWidgets import (
 
 from workbench.engine.events import Event
 from workbench.ui.style import is_dark, status_class, status_color
+from workbench.ui.table_model import RowsTableModel
 
 Index = QModelIndex | QPersistentModelIndex
 
@@ -77,19 +77,21 @@ def summarize(data: dict[str, Any]) -> str:
     return text if len(text) <= _MAX_SUMMARY_CHARS else text[: _MAX_SUMMARY_CHARS - 1] + "…"
 
 
-class EventsModel(QAbstractTableModel):
+class EventsModel(RowsTableModel):
     """Rows are durable events, in arrival order."""
+
+    COLUMNS = COLUMNS
 
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
-        self._events: list[Event] = []
+        self._rows: list[Event] = []
         self._seen: set[tuple[str, int]] = set()
 
     # -- the list ------------------------------------------------------------------------------------
     @property
     def events(self) -> list[Event]:
         """A copy of the rows' events."""
-        return list(self._events)
+        return list(self._rows)
 
     def _is_new(self, event: Event) -> bool:
         if event.seq <= 0:
@@ -104,9 +106,9 @@ class EventsModel(QAbstractTableModel):
         """Add one durable event; False if it is live or already shown (same thread and seq)."""
         if not event.durable or not self._is_new(event):
             return False
-        row = len(self._events)
+        row = len(self._rows)
         self.beginInsertRows(QModelIndex(), row, row)
-        self._events.append(event)
+        self._rows.append(event)
         self.endInsertRows()
         return True
 
@@ -114,25 +116,13 @@ class EventsModel(QAbstractTableModel):
         """Replace every row (live events and repeats dropped)."""
         self.beginResetModel()
         self._seen = set()
-        self._events = [e for e in events if e.durable and self._is_new(e)]
+        self._rows = [e for e in events if e.durable and self._is_new(e)]
         self.endResetModel()
 
     def event_at(self, row: int) -> Event | None:
-        return self._events[row] if 0 <= row < len(self._events) else None
+        return self._rows[row] if 0 <= row < len(self._rows) else None
 
     # -- Qt model API ---------------------------------------------------------------------------------
-    def rowCount(self, parent: Index = QModelIndex()) -> int:  # noqa: B008 - Qt's signature
-        return 0 if parent.isValid() else len(self._events)
-
-    def columnCount(self, parent: Index = QModelIndex()) -> int:  # noqa: B008
-        return 0 if parent.isValid() else len(COLUMNS)
-
-    def headerData(self, section: int, orientation: Qt.Orientation, role: int = Qt.ItemDataRole.DisplayRole) -> Any:
-        horizontal = orientation == Qt.Orientation.Horizontal
-        if horizontal and role == Qt.ItemDataRole.DisplayRole and 0 <= section < len(COLUMNS):
-            return COLUMNS[section]
-        return None
-
     def data(self, index: Index, role: int = Qt.ItemDataRole.DisplayRole) -> Any:
         if not index.isValid() or index.parent().isValid():
             return None

@@ -32,7 +32,6 @@ from pathlib import PurePosixPath
 from typing import TYPE_CHECKING, Any
 
 from PySide6.QtCore import (
-    QAbstractTableModel,
     QEvent,
     QModelIndex,
     QPersistentModelIndex,
@@ -57,12 +56,12 @@ from PySide6.QtWidgets import (
 )
 
 from workbench.backends.base import normalize
-from workbench.errors import BackendIOError, BackendRefusal, FileNotFound
 from workbench.engine.tokens import estimate_tokens
-from workbench.errors import WorkbenchError
+from workbench.errors import BackendIOError, BackendRefusal, FileNotFound, WorkbenchError
 from workbench.ui.markdown_highlighter import DiffHighlighter, MarkdownHighlighter
 from workbench.ui.panel_tasks import PanelTasks, Start
 from workbench.ui.style import is_dark, set_status_property, status_color
+from workbench.ui.table_model import RowsTableModel
 
 if TYPE_CHECKING:
     from workbench.engine.events import Event
@@ -141,35 +140,37 @@ def unified_diff(before: str | None, after: str | None, path: str) -> str:
     return "".join(line if line.endswith("\n") else line + "\n" for line in lines)
 
 
-class DocumentsModel(QAbstractTableModel):
+class DocumentsModel(RowsTableModel):
     """Rows are the instruction files in config order: path, fate, tokens against the per-file limit."""
+
+    COLUMNS = COLUMNS
 
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
-        self._docs: list[InstructionDoc] = []
+        self._rows: list[InstructionDoc] = []
         self._configured: tuple[str, ...] = ()
         self.max_file_tokens = 4000
 
     @property
     def docs(self) -> list[InstructionDoc]:
-        return list(self._docs)
+        return list(self._rows)
 
     def doc(self, path: str) -> InstructionDoc | None:
-        return next((d for d in self._docs if d.path == path), None)
+        return next((d for d in self._rows if d.path == path), None)
 
     def row_of(self, path: str) -> int:
-        return next((i for i, d in enumerate(self._docs) if d.path == path), -1)
+        return next((i for i, d in enumerate(self._rows) if d.path == path), -1)
 
     def set_paths(self, paths: Sequence[str], max_file_tokens: int) -> None:
         self.beginResetModel()
         self.max_file_tokens = max_file_tokens
         self._configured = tuple(dict.fromkeys(paths))
-        self._docs = [InstructionDoc(p) for p in self._configured]
+        self._rows = [InstructionDoc(p) for p in self._configured]
         self.endResetModel()
 
     def apply_report(self, documents: Iterable[Mapping[str, Any]]) -> None:
         """The fates of a ``documents_reported`` (instructions) event; paths not configured are added."""
-        docs = list(self._docs)
+        docs = list(self._rows)
         for d in documents:
             path = str(d.get("path") or "")
             if not path:
@@ -185,25 +186,25 @@ class DocumentsModel(QAbstractTableModel):
                 docs[row] = replace(docs[row], **fields)
             else:
                 docs.append(InstructionDoc(path, **fields))
-        if [d.path for d in docs] == [d.path for d in self._docs]:
-            self._docs = docs  # same rows: update in place (the selection stays)
+        if [d.path for d in docs] == [d.path for d in self._rows]:
+            self._rows = docs  # same rows: update in place (the selection stays)
             if docs:
                 self.dataChanged.emit(self.index(0, 0), self.index(len(docs) - 1, len(COLUMNS) - 1))
             return
         self.beginResetModel()
-        self._docs = docs
+        self._rows = docs
         self.endResetModel()
 
     def clear_reports(self) -> None:
         """Forget the last run's fates (another thread), keeping what was read from disk."""
         docs = [InstructionDoc(d.path, disk_tokens=d.disk_tokens, disk_state=d.disk_state, disk_reason=d.disk_reason)
-                for d in self._docs if d.path in self._configured]
-        if len(docs) != len(self._docs):
+                for d in self._rows if d.path in self._configured]
+        if len(docs) != len(self._rows):
             self.beginResetModel()
-            self._docs = docs
+            self._rows = docs
             self.endResetModel()
         elif docs:
-            self._docs = docs
+            self._rows = docs
             self.dataChanged.emit(self.index(0, 0), self.index(len(docs) - 1, len(COLUMNS) - 1))
 
     def set_disk(self, path: str, text: str | None, state: str, reason: str = "") -> None:
@@ -212,33 +213,21 @@ class DocumentsModel(QAbstractTableModel):
         if row < 0:
             return
         tokens = estimate_tokens(text) if text is not None and text.strip() else (0 if text is not None else None)
-        self._docs[row] = replace(self._docs[row], disk_tokens=tokens, disk_state=state, disk_reason=reason)
+        self._rows[row] = replace(self._rows[row], disk_tokens=tokens, disk_state=state, disk_reason=reason)
         self.dataChanged.emit(self.index(row, 0), self.index(row, len(COLUMNS) - 1))
 
     def section_tokens(self) -> int | None:
         """Tokens of the files the last run showed (None before any run)."""
-        reported = [d for d in self._docs if d.fate]
+        reported = [d for d in self._rows if d.fate]
         if not reported:
             return None
         return sum(d.shown_tokens or 0 for d in reported if d.fate in ("shown", "cut"))
 
     # -- Qt model API ---------------------------------------------------------------------------------
-    def rowCount(self, parent: Index = QModelIndex()) -> int:  # noqa: B008, N802
-        return 0 if parent.isValid() else len(self._docs)
-
-    def columnCount(self, parent: Index = QModelIndex()) -> int:  # noqa: B008, N802
-        return 0 if parent.isValid() else len(COLUMNS)
-
-    def headerData(self, section: int, orientation: Qt.Orientation,  # noqa: N802
-                   role: int = Qt.ItemDataRole.DisplayRole) -> Any:
-        if orientation == Qt.Orientation.Horizontal and role == Qt.ItemDataRole.DisplayRole and 0 <= section < len(COLUMNS):
-            return COLUMNS[section]
-        return None
-
     def data(self, index: Index, role: int = Qt.ItemDataRole.DisplayRole) -> Any:
-        if not index.isValid() or index.parent().isValid() or not 0 <= index.row() < len(self._docs):
+        if not index.isValid() or index.parent().isValid() or not 0 <= index.row() < len(self._rows):
             return None
-        d = self._docs[index.row()]
+        d = self._rows[index.row()]
         col = index.column()
         tokens = d.token_count()
         if role == Qt.ItemDataRole.DisplayRole:

@@ -17,7 +17,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
-from PySide6.QtCore import QAbstractTableModel, QEvent, QModelIndex, QPersistentModelIndex, Qt, Signal, Slot
+from PySide6.QtCore import QEvent, QModelIndex, QPersistentModelIndex, Qt, Signal, Slot
 from PySide6.QtGui import QColor, QFont, QFontDatabase
 from PySide6.QtWidgets import (
     QAbstractItemView,
@@ -37,6 +37,7 @@ from workbench.errors import BackendIOError, BackendRefusal, FileNotFound
 from workbench.ui.markdown_highlighter import MarkdownHighlighter
 from workbench.ui.panel_tasks import PanelTasks, Start
 from workbench.ui.style import is_dark, status_color
+from workbench.ui.table_model import RowsTableModel
 
 if TYPE_CHECKING:
     from workbench.engine.events import Event
@@ -148,8 +149,10 @@ def rows_from_scan(
     return rows
 
 
-class SkillsModel(QAbstractTableModel):
+class SkillsModel(RowsTableModel):
     """Rows are skills: name, description, source and status; skipped rows greyed."""
+
+    COLUMNS = COLUMNS
 
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
@@ -190,18 +193,6 @@ class SkillsModel(QAbstractTableModel):
         self.set_rows(rows)
 
     # -- Qt model API ---------------------------------------------------------------------------------
-    def rowCount(self, parent: Index = QModelIndex()) -> int:  # noqa: B008, N802
-        return 0 if parent.isValid() else len(self._rows)
-
-    def columnCount(self, parent: Index = QModelIndex()) -> int:  # noqa: B008, N802
-        return 0 if parent.isValid() else len(COLUMNS)
-
-    def headerData(self, section: int, orientation: Qt.Orientation,  # noqa: N802
-                   role: int = Qt.ItemDataRole.DisplayRole) -> Any:
-        if orientation == Qt.Orientation.Horizontal and role == Qt.ItemDataRole.DisplayRole and 0 <= section < len(COLUMNS):
-            return COLUMNS[section]
-        return None
-
     def data(self, index: Index, role: int = Qt.ItemDataRole.DisplayRole) -> Any:
         if not index.isValid() or index.parent().isValid():
             return None
