@@ -5,6 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from workbench.backends import CompositeBackend, HostBackend
 from workbench.config import PermissionRule, load_config, parse_config
 from workbench.engine.agent import Agent, Engine
@@ -128,6 +130,47 @@ async def test_P1_ask_rule_on_a_tool_name_glob_names_rule_and_line(tmp_path):
     assert q.payload["reason"] == ("invoke delegate_to_researcher matches 'ask invoke delegate_to_*' "
                                    "(workbench.yaml line 4)")
     assert delegated == []
+
+
+# -- P2 default resources ---------------------------------------------------------------------------------
+
+
+async def test_P2_every_tool_checks_invoke_and_file_tools_also_check_their_path(tmp_path):
+    text = ("permissions:\n  rules:\n    - {deny: read, path: '/project/secret/**'}\n"
+            "    - {deny: write, path: '/project/locked/**'}\n"
+            "    - {deny: invoke, tool: delegate_to_researcher}\n")
+    env = Env(tmp_path, PermissionsMiddleware(rules(text), default="allow"))
+    (env.ws / "secret").mkdir()
+    (env.ws / "secret" / "key.txt").write_text("s3cret\n")
+    (env.ws / "open.txt").write_text("fine\n")
+    delegated.clear()
+    result = await env.run(("read_file", {"path": "/project/secret/key.txt"}),
+                           ("grep", {"pattern": "s3cret", "path": "/project/secret"}),
+                           ("write_file", {"path": "/project/locked/a.md", "content": "x"}),
+                           ("delegate_to_researcher", {"task": "look"}),
+                           ("read_file", {"path": "/project/open.txt"}))
+    assert result.status == "done" and not result.pending
+    read_secret, grep_secret, write_locked, delegate, read_open = env.last_tool_texts()
+    # file tools: their path is a read (or write) resource, judged by the path rules
+    assert read_secret.startswith("Denied: ") and "read /project/secret/key.txt matches" in read_secret
+    assert "s3cret" not in read_secret
+    assert grep_secret.startswith("Denied: ") and "read /project/secret matches" in grep_secret
+    assert write_locked.startswith("Denied: ") and "write /project/locked/a.md matches" in write_locked
+    assert not (env.ws / "locked").exists()
+    # every tool: "invoke <tool name>", even one that takes no path
+    assert delegate.startswith("Denied: ") and "invoke delegate_to_researcher matches" in delegate
+    assert delegated == []
+    # no rule matches: the call runs
+    assert read_open == "     1\tfine"
+
+
+async def test_P2_a_file_tool_without_a_path_argument_still_checks_its_default_path(tmp_path):
+    env = Env(tmp_path, PermissionsMiddleware(rules("permissions:\n  rules:\n    - {deny: read, path: '/**'}\n"),
+                                              default="allow"))
+    env.notes.write_text("s3cret\n")
+    await env.run(("grep", {"pattern": "s3cret"}), ("glob", {"pattern": "**/*.md"}), ("ls", {}))
+    for out in env.last_tool_texts():
+        assert out.startswith("Denied: "), out
 
 
 def test_glob_matching_of_paths_and_tools():

@@ -84,6 +84,13 @@ def test_xcb_failure_prints_the_hint(tmp_path: Path) -> None:
     assert "Could not load the Qt platform plugin" in proc.stderr or "xcb" in proc.stderr
 
 
+def test_G6_readme_names_the_xcb_packages() -> None:
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text(encoding="utf-8")
+    assert set(XCB_PACKAGES) == {"libxcb-cursor0", "libxcb-icccm4", "libxcb-keysyms1"}
+    for package in XCB_PACKAGES:
+        assert package in readme, package
+
+
 def test_xcb_messages_are_recognised() -> None:
     assert is_xcb_failure('Could not load the Qt platform plugin "xcb" in "" even though it was found.')
     assert is_xcb_failure("From 6.5.0, xcb-cursor0 or libxcb-cursor0 is needed to load the Qt xcb platform plugin.")

@@ -75,13 +75,15 @@ class Tool:
 
     def resources(self, arguments: dict[str, Any]) -> list[Resource]:
         out: list[Resource] = [("invoke", self.name)]
-        for arg in self.reads:
-            if isinstance(arguments.get(arg), str):
-                out.append(("read", arguments[arg]))
-        for arg in self.writes_paths:
-            if isinstance(arguments.get(arg), str):
-                out.append(("write", arguments[arg]))
+        for action, names in (("read", self.reads), ("write", self.writes_paths)):
+            for arg in names:
+                value = arguments.get(arg, self._default(arg))  # an omitted path is its default (P2)
+                if isinstance(value, str):
+                    out.append((action, value))
         return out
+
+    def _default(self, arg: str) -> Any:
+        return (self.parameters.get("properties", {}).get(arg) or {}).get("default")
 
 
 def validate_call(tool: Tool | None, call: ToolCall, known: Sequence[str]) -> str | None:
