@@ -5,7 +5,6 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-
 from workbench.backends import CompositeBackend, HostBackend
 from workbench.config import PermissionRule, load_config, parse_config
 from workbench.engine.agent import Agent, Engine
