@@ -367,3 +367,28 @@ async def test_M5_a_tool_not_offered_still_goes_through_the_permission_check(tmp
     [out] = env.last_tool_texts()
     assert out.startswith("Denied: ") and "'deny invoke write_*' (workbench.yaml line 3)" in out
     assert not env.notes.exists()
+
+
+async def test_P2_searches_never_show_files_a_deny_read_rule_covers(tmp_path):
+    """grep/glob/ls are allowed on /project, but what they reach below it is judged too."""
+    from workbench.engine.models.scripted import ScriptedModel, reply, tool_reply
+    from workbench.session import Session
+
+    ws = tmp_path / "ws"
+    (ws / "secret").mkdir(parents=True)
+    (ws / "secret" / "keys.md").write_text("token s3cret\n")
+    (ws / "notes.md").write_text("no s3cret here, just notes\n")
+    (ws / "workbench.yaml").write_text(
+        "permissions:\n  rules:\n    - {allow: read, path: '/**'}\n    - {deny: read, path: '/project/secret/**'}\n"
+    )
+    model = ScriptedModel([
+        tool_reply(("grep", {"pattern": "s3cret", "path": "/project"}), ("glob", {"pattern": "**/*.md",
+                   "path": "/project"}), ("ls", {"path": "/project/secret"})),
+        reply("done"),
+    ])
+    session = await Session.open(ws, model=model)
+    assert (await session.run("search")).status == "done"
+    grep, glob, ls = [m.content for m in model.requests[-1].messages if m.role == "tool"]
+    assert "/project/notes.md" in grep and "keys.md" not in grep and "token" not in grep
+    assert "/project/notes.md" in glob and "keys.md" not in glob
+    assert "keys.md" not in ls

@@ -11,7 +11,7 @@ flight, so a ``/scratch`` state mount is checkpointed with the thread.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from workbench.backends.base import (
@@ -84,8 +84,11 @@ class FilesMiddleware(AgentMiddleware):
     state_defaults = {FILES_KEY: {}}
 
     def __init__(self, backend: FileBackend, *, max_read_lines: int = 2000, max_results: int = 200,
-                 max_listed: int = 1000) -> None:
+                 max_listed: int = 1000, readable: Callable[[str], bool] | None = None) -> None:
         self.backend = backend
+        # Searches reach files below the path they were allowed on: ls, glob and grep leave out what
+        # ``readable`` refuses (the permissions' deny-read rules), so a search never leaks a denied file.
+        self.readable = readable or (lambda _path: True)
         self.max_read_lines = max(1, int(max_read_lines))
         self.max_results = max(1, int(max_results))
         self.max_listed = max(1, int(max_listed))
@@ -140,6 +143,7 @@ class FilesMiddleware(AgentMiddleware):
             entries = await self.backend.list(path)
         except (PathError, ValueError) as e:
             return _error(e, path)
+        entries = [e for e in entries if self.readable(e.path)]
         if not entries:
             return f"{path} is an empty directory."
         lines = [f"{e.path}/" if e.is_dir else f"{e.path} ({_plural(e.size, 'byte')})"
@@ -198,7 +202,7 @@ class FilesMiddleware(AgentMiddleware):
     async def _glob(self, args: dict[str, Any], ctx: ToolContext) -> ToolOutcome | str:
         pattern, path = args["pattern"], args.get("path") or "/"
         try:
-            paths = await self.backend.glob(pattern, path)
+            paths = [p for p in await self.backend.glob(pattern, path) if self.readable(p)]
         except (PathError, ValueError) as e:
             return _error(e, path)
         if not paths:
@@ -211,7 +215,7 @@ class FilesMiddleware(AgentMiddleware):
     async def _grep(self, args: dict[str, Any], ctx: ToolContext) -> ToolOutcome | str:
         pattern, path, glob = args["pattern"], args.get("path") or "/", args.get("glob")
         try:
-            matches = await self.backend.grep(pattern, path, glob)
+            matches = [m for m in await self.backend.grep(pattern, path, glob) if self.readable(m.path)]
         except (PathError, ValueError) as e:
             return _error(e, path)
         if not matches:

@@ -200,6 +200,10 @@ class PermissionsMiddleware(AgentMiddleware):
             return Verdict(action, target, "ask", f"{label}: ask (default for {what})", "default: ask", True)
         return Verdict(action, target, effect, f"{label}: {effect} (default)", f"default: {effect}", True)
 
+    def readable(self, path: str) -> bool:
+        """False where a deny-read rule covers ``path`` (file tools hide such files from searches)."""
+        return self.judge("read", path, has_paths=True).effect != "deny"
+
     def judge_call(self, tool: Tool, arguments: Mapping[str, Any], state: Mapping[str, Any]) -> list[Verdict]:
         """Verdicts for every resource of one call (P2)."""
         resources = tool.resources(dict(arguments))

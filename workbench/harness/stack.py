@@ -56,14 +56,13 @@ def build_middleware(config: WorkbenchConfig, workspace: Path, backend: FileBack
         stack.append(
             BudgetMiddleware([BudgetLimit(b.scope, dict(b.limit), b.interrupt) for b in config.budget])
         )
-    stack.append(
-        PermissionsMiddleware(
-            config.permissions.rules,
-            config.permissions.default,
-            project_config=workspace / "workbench.yaml",
-        )
+    permissions = PermissionsMiddleware(
+        config.permissions.rules,
+        config.permissions.default,
+        project_config=workspace / "workbench.yaml",
     )
-    stack.append(FilesMiddleware(backend))
+    stack.append(permissions)
+    stack.append(FilesMiddleware(backend, readable=permissions.readable))
     stack.append(TodosMiddleware(max_todos=config.todos.max_todos, max_todo_chars=config.todos.max_todo_chars))
     s = config.skills
     stack.append(
