@@ -12,8 +12,9 @@ import keyring
 import pytest
 from keyring.backend import KeyringBackend
 from keyring.backends import chainer, fail, null
-from keyring.errors import KeyringLocked, PasswordDeleteError
+from keyring.errors import KeyringLocked
 
+from tests.fakes import MemoryKeyring
 from workbench import keystore
 from workbench.config import user_config_dir
 from workbench.keystore import KeystoreError, delete_key, key_location, key_storage, keys_file, load_key, save_key
@@ -22,26 +23,6 @@ from workbench.secrets import lookup_api_key
 posix_only = pytest.mark.skipif(sys.platform == "win32", reason="POSIX file modes")
 
 SECRET = "sk-test-DO-NOT-LEAK-4f9c2e7a1b"
-
-
-class MemoryKeyring(KeyringBackend):
-    """An in-memory keyring standing in for the OS one."""
-
-    priority = 1  # type: ignore[assignment]
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.passwords: dict[tuple[str, str], str] = {}
-
-    def get_password(self, service: str, username: str) -> str | None:
-        return self.passwords.get((service, username))
-
-    def set_password(self, service: str, username: str, password: str) -> None:
-        self.passwords[(service, username)] = password
-
-    def delete_password(self, service: str, username: str) -> None:
-        if self.passwords.pop((service, username), None) is None:
-            raise PasswordDeleteError(username)
 
 
 class LockedKeyring(MemoryKeyring):

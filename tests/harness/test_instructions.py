@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from workbench.backends.base import BackendIOError, FileBackend, FileInfo, GrepMatch
+from tests.fakes import FailingReads
 from workbench.backends.composite import CompositeBackend
 from workbench.backends.host import HostBackend
 from workbench.backends.readonly import ReadOnlyBackend
@@ -289,40 +289,9 @@ async def test_I5_no_file_shown_means_no_section(tmp_path, dirs):
     assert set(fates(reports(engine)[0]).values()) == {"skipped"}
 
 
-class Flaky(FileBackend):
-    """Wraps a backend; ``read`` raises BackendIOError while ``broken``."""
-
-    def __init__(self, inner: FileBackend) -> None:
-        self.inner = inner
-        self.broken = True
-
-    async def read(self, path: str) -> str:
-        if self.broken:
-            raise BackendIOError(path, "disk on fire")
-        return await self.inner.read(path)
-
-    async def write(self, path: str, content: str) -> None:
-        await self.inner.write(path, content)
-
-    async def edit(self, path: str, old: str, new: str, replace_all: bool = False) -> int:
-        return await self.inner.edit(path, old, new, replace_all)
-
-    async def list(self, path: str) -> list[FileInfo]:
-        return await self.inner.list(path)
-
-    async def glob(self, pattern: str, path: str = "/") -> list[str]:
-        return await self.inner.glob(pattern, path)
-
-    async def grep(self, pattern: str, path: str = "/", glob: str | None = None) -> list[GrepMatch]:
-        return await self.inner.grep(pattern, path, glob)
-
-    async def stat(self, path: str) -> FileInfo:
-        return await self.inner.stat(path)
-
-
 async def test_I5_backend_error_fails_the_step_and_recover_runs_it_again(tmp_path, dirs):
     (dirs[1] / "AGENTS.md").write_text("Project rules.")
-    flaky = Flaky(HostBackend(dirs[1]))
+    flaky = FailingReads(HostBackend(dirs[1]), "disk on fire")
     backend = CompositeBackend({"/project": flaky})
     model = ScriptedModel([reply("done")])
     engine = make(tmp_path, model, [InstructionsMiddleware(PATHS)], backend)

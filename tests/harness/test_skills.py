@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from workbench.backends.base import BackendIOError, FileBackend, FileInfo, GrepMatch
+from tests.fakes import FailingReads
 from workbench.backends.composite import CompositeBackend
 from workbench.backends.host import HostBackend
 from workbench.engine.agent import Agent, Engine
@@ -283,40 +283,9 @@ async def test_S6_bad_skills_are_reported_and_never_fail_the_run(tmp_path, dirs)
     assert all(d["reason"] for p, d in docs.items() if d["fate"] != "listed")
 
 
-class Broken(FileBackend):
-    """``list`` works; ``read`` raises a real I/O error while ``broken``."""
-
-    def __init__(self, inner: FileBackend) -> None:
-        self.inner = inner
-        self.broken = True
-
-    async def read(self, path: str) -> str:
-        if self.broken:
-            raise BackendIOError(path, "input/output error")
-        return await self.inner.read(path)
-
-    async def write(self, path: str, content: str) -> None:
-        await self.inner.write(path, content)
-
-    async def edit(self, path: str, old: str, new: str, replace_all: bool = False) -> int:
-        return await self.inner.edit(path, old, new, replace_all)
-
-    async def list(self, path: str) -> list[FileInfo]:
-        return await self.inner.list(path)
-
-    async def glob(self, pattern: str, path: str = "/") -> list[str]:
-        return await self.inner.glob(pattern, path)
-
-    async def grep(self, pattern: str, path: str = "/", glob: str | None = None) -> list[GrepMatch]:
-        return await self.inner.grep(pattern, path, glob)
-
-    async def stat(self, path: str) -> FileInfo:
-        return await self.inner.stat(path)
-
-
 async def test_S6_a_backend_error_fails_the_step_and_recover_runs_it_again(tmp_path, dirs):
     skill(dirs[1], "alpha")
-    broken = Broken(HostBackend(dirs[1]))
+    broken = FailingReads(HostBackend(dirs[1]))
     model = ScriptedModel([reply("done")])
     engine = make(tmp_path, model, [SkillsMiddleware(SOURCES)], CompositeBackend({"/project": broken}))
     failed = await engine.run("t", "hi")

@@ -19,6 +19,7 @@ from keyring.backends import fail
 from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QApplication, QDialogButtonBox, QFileDialog
 
+from tests.fakes import MemoryKeyring
 from tests.stub_server import StubReply
 from workbench import keystore
 from workbench.config import UserSettings, load_user_settings, user_config_dir, user_data_dir, user_settings_path
@@ -28,23 +29,6 @@ from workbench.ui.settings_dialog import COMMON_MODELS, SettingsDialog, Settings
 
 SECRET = "sk-test-SETTINGS-SECRET-93b1c77e"
 LEFT = Qt.MouseButton.LeftButton
-
-
-class MemoryKeyring(KeyringBackend):
-    priority = 1  # type: ignore[assignment]
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.passwords: dict[tuple[str, str], str] = {}
-
-    def get_password(self, service: str, username: str) -> str | None:
-        return self.passwords.get((service, username))
-
-    def set_password(self, service: str, username: str, password: str) -> None:
-        self.passwords[(service, username)] = password
-
-    def delete_password(self, service: str, username: str) -> None:
-        self.passwords.pop((service, username), None)
 
 
 @pytest.fixture(autouse=True)
