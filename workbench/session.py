@@ -179,8 +179,8 @@ class Session:
             unsubscribe()
 
     # -- committed state ------------------------------------------------------------------------------------
-    def _state(self) -> dict[str, Any]:
-        cp = self.store.latest_checkpoint(self.thread_id)
+    def _state(self, *, messages: bool = False) -> dict[str, Any]:
+        cp = self.store.latest_checkpoint(self.thread_id, messages=messages)
         return cp.state if cp else {}
 
     @property
@@ -195,7 +195,7 @@ class Session:
 
     @property
     def messages(self) -> list[Message]:
-        return [Message.from_dict(m) for m in self._state().get("messages", [])]
+        return [Message.from_dict(m) for m in self._state(messages=True).get("messages", [])]
 
     @property
     def todos(self) -> list[dict[str, Any]]:

@@ -68,3 +68,12 @@ def test_a_corrupt_store_file_is_a_clear_error(tmp_path):
     path.write_bytes(b"this is not sqlite" * 100)
     with pytest.raises(StoreError, match="threads.sqlite3"):
         Store(path)
+
+
+def test_a_checkpoint_can_be_read_without_its_history(tmp_path):
+    store = Store.for_workspace(tmp_path)
+    t = store.create_thread()
+    store.save_checkpoint(t, "r1", 1, "done", {"messages": [{"role": "user", "content": "hi"}], "todos": [1]}, {})
+    light = store.latest_checkpoint(t, messages=False)
+    assert light.state == {"todos": [1]}
+    assert store.latest_checkpoint(t).state["messages"] == [{"role": "user", "content": "hi"}]

@@ -225,7 +225,9 @@ class Store:
             db.execute("DELETE FROM checkpoints WHERE thread_id=? AND seq <= ?", (thread_id, seq - 20))
         return seq
 
-    def latest_checkpoint(self, thread_id: str) -> Checkpoint | None:
+    def latest_checkpoint(self, thread_id: str, *, messages: bool = True) -> Checkpoint | None:
+        """The thread's newest checkpoint; ``messages=False`` skips loading the history (panels that
+        read todos, artifacts or rules need none of it)."""
         with self._lock:
             row = self._db.execute(
                 "SELECT thread_id, seq, run_id, step, status, state, pending, created FROM checkpoints"
@@ -237,6 +239,8 @@ class Store:
             try:
                 state, pending = json.loads(row[5]), json.loads(row[6])
                 count = int(state.pop(COUNT_KEY, 0))
+                if not messages:
+                    return Checkpoint(row[0], row[1], row[2], row[3], row[4], state, pending, row[7])
                 rows = self._db.execute(
                     "SELECT message FROM messages WHERE thread_id=? AND idx<? ORDER BY idx", (thread_id, count)
                 ).fetchall()
