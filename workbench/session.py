@@ -8,7 +8,6 @@ publishes the engine's events: durable ones replayed first, then live ones.
 from __future__ import annotations
 
 import asyncio
-import os
 from collections.abc import AsyncIterator, Callable, Mapping
 from pathlib import Path
 from typing import Any
@@ -349,7 +348,3 @@ def _sets_default_permission(workspace: Path) -> bool:
     data = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
     permissions = data.get("permissions") if isinstance(data, dict) else None
     return isinstance(permissions, dict) and "default" in permissions
-
-
-def default_workspace() -> Path:
-    return Path(os.getcwd())

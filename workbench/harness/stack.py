@@ -11,7 +11,6 @@ Order matters (outermost first):
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
 from workbench.backends.base import FileBackend
 from workbench.backends.composite import CompositeBackend
@@ -86,8 +85,3 @@ def build_middleware(config: WorkbenchConfig, workspace: Path, backend: FileBack
     )
     check_outermost(stack)  # B2: no model wrapper may sit outside the budget and hide a call
     return stack
-
-
-def describe(stack: list[AgentMiddleware]) -> list[dict[str, Any]]:
-    """A plain description of a stack, for `workbench show` and the UI."""
-    return [{"name": mw.name, "writes": sorted(mw.writes), "tools": [t.name for t in mw.tools()]} for mw in stack]
