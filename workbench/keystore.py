@@ -83,6 +83,11 @@ def keys_file() -> Path:
     return user_config_dir() / KEYS_FILENAME
 
 
+def key_folder() -> Path:
+    """The folder that holds the keys file: invisible to every tool and mount (F4)."""
+    return keys_file().parent
+
+
 # --------------------------------------------------------------------------------------------------
 # The file
 
