@@ -1,0 +1,64 @@
+"""workbench.yaml (the workspace's configuration) and the per-user settings file (DESIGN §6).
+
+The package is split along its seams: ``schema`` (the frozen dataclasses and their defaults),
+``reader`` (YAML text -> typed config with file:line:key errors) and ``user`` (per-user settings and
+folders). Every name other modules import from ``workbench.config`` is re-exported here.
+"""
+
+from __future__ import annotations
+
+from workbench.config.reader import _Reader, _valid_mount_point, config_path, load_config, parse_config
+from workbench.config.schema import (
+    ACTIONS,
+    ARTIFACT_STRATEGIES,
+    BUDGET_FIELDS,
+    BUDGET_SCOPES,
+    CONFIG_FILENAME,
+    DEDUPE_MATCH_BY,
+    EFFECTS,
+    MOUNT_KINDS,
+    Action,
+    ArtifactsConfig,
+    ArtifactStrategy,
+    BudgetConfig,
+    BudgetScope,
+    CompressionConfig,
+    DedupeConfig,
+    Effect,
+    MemoryConfig,
+    MountConfig,
+    MountKind,
+    PermissionRule,
+    PermissionsConfig,
+    SkillsConfig,
+    SubagentConfig,
+    SubagentsConfig,
+    SummarizeConfig,
+    TodosConfig,
+    TruncateConfig,
+    WorkbenchConfig,
+    default_mounts,
+    default_permission_rules,
+)
+from workbench.config.user import (
+    MAX_RECENT_WORKSPACES,
+    SETTINGS_FILENAME,
+    UserSettings,
+    add_recent_workspace,
+    load_user_settings,
+    save_user_settings,
+    user_config_dir,
+    user_data_dir,
+    user_settings_path,
+)
+
+__all__ = [
+    "ACTIONS", "ARTIFACT_STRATEGIES", "BUDGET_FIELDS", "BUDGET_SCOPES", "CONFIG_FILENAME", "DEDUPE_MATCH_BY",
+    "EFFECTS", "MAX_RECENT_WORKSPACES", "MOUNT_KINDS", "SETTINGS_FILENAME", "Action", "ArtifactStrategy",
+    "ArtifactsConfig", "BudgetConfig", "BudgetScope", "CompressionConfig", "DedupeConfig", "Effect",
+    "MemoryConfig", "MountConfig", "MountKind", "PermissionRule", "PermissionsConfig", "SkillsConfig",
+    "SubagentConfig", "SubagentsConfig", "SummarizeConfig", "TodosConfig", "TruncateConfig", "UserSettings",
+    "WorkbenchConfig", "_Reader", "_valid_mount_point", "add_recent_workspace", "config_path",
+    "default_mounts", "default_permission_rules", "load_config", "load_user_settings", "parse_config",
+    "save_user_settings", "user_config_dir", "user_data_dir", "user_settings_path",
+]

@@ -1,0 +1,239 @@
+"""The typed workbench.yaml schema: frozen dataclasses whose defaults are DESIGN §6's values."""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+from workbench.errors import ConfigError
+
+CONFIG_FILENAME = "workbench.yaml"
+
+Effect = Literal["allow", "ask", "deny"]
+Action = Literal["read", "write", "invoke"]
+MountKind = Literal["host", "state", "store"]
+BudgetScope = Literal["run", "session"]
+ArtifactStrategy = Literal["inline", "session"]
+
+EFFECTS: tuple[str, ...] = ("allow", "ask", "deny")
+ACTIONS: tuple[str, ...] = ("read", "write", "invoke")
+MOUNT_KINDS: tuple[str, ...] = ("host", "state", "store")
+BUDGET_SCOPES: tuple[str, ...] = ("run", "session")
+ARTIFACT_STRATEGIES: tuple[str, ...] = ("inline", "session")
+DEDUPE_MATCH_BY: tuple[str, ...] = ("name-and-input",)
+#: Budget fields the engine counts itself (B1); any other name in ``limit`` is a custom counter.
+BUDGET_FIELDS: tuple[str, ...] = ("input_tokens", "output_tokens", "thoughts_tokens", "total_tokens", "cost_usd")
+
+_NAME_RE = re.compile(r"^[A-Za-z][A-Za-z0-9_-]*$")
+_PREFIX_RE = re.compile(r"^[A-Za-z0-9_-]*$")
+
+
+# --------------------------------------------------------------------------------------------------
+# The configuration dataclasses
+
+
+@dataclass(frozen=True)
+class MountConfig:
+    """One mount point: a host folder, thread state, or the shared SQLite store (F1).
+
+    ``host`` is kept as written (``~`` and relative paths unresolved); use ``resolve_host``.
+    """
+
+    kind: MountKind
+    host: str | None = None
+    readonly: bool = False
+
+    def resolve_host(self, workspace: Path | str) -> Path:
+        """The host folder as an absolute path: ``~`` expanded, relative paths taken from the workspace."""
+        if self.kind != "host" or self.host is None:
+            raise ValueError(f"a {self.kind} mount has no host folder")
+        p = Path(os.path.expanduser(self.host))
+        if not p.is_absolute():
+            p = Path(workspace).expanduser() / p
+        return p.resolve()
+
+
+def default_mounts() -> dict[str, MountConfig]:
+    """The mounts a workspace gets when workbench.yaml names none."""
+    return {
+        "/project": MountConfig(kind="host", host="."),
+        "/user": MountConfig(kind="host", host="~/.config/workbench"),
+        "/scratch": MountConfig(kind="state"),
+        "/memories": MountConfig(kind="store"),
+    }
+
+
+@dataclass(frozen=True)
+class MemoryConfig:
+    """AGENTS.md instruction files, in order, and their bounds (I1–I4)."""
+
+    paths: tuple[str, ...] = ("/user/AGENTS.md", "/project/AGENTS.md")
+    max_file_tokens: int = 4000
+    max_total_tokens: int = 8000
+    max_cached_runs: int = 16
+
+
+@dataclass(frozen=True)
+class SkillsConfig:
+    """Skill source folders, in order, and their bounds (S1–S4)."""
+
+    sources: tuple[str, ...] = ("/user/skills", "/project/skills")
+    max_skills: int = 64
+    max_description_chars: int = 1024
+    max_section_tokens: int = 4000
+    max_scanned: int = 512
+
+
+@dataclass(frozen=True)
+class TodosConfig:
+    """Limits of the write_todos plan (T3)."""
+
+    max_todos: int = 30
+    max_todo_chars: int = 400
+
+
+@dataclass(frozen=True)
+class PermissionRule:
+    """``effect`` on ``action`` for resources matching ``pattern`` (a path glob, or a tool-name glob
+    for ``invoke``) (P1). ``line`` is the rule's line in workbench.yaml (0 when not from a file)."""
+
+    effect: Effect
+    action: Action
+    pattern: str
+    line: int = 0
+
+    def __str__(self) -> str:
+        return f"{self.effect} {self.action} {self.pattern}"
+
+
+def default_permission_rules() -> tuple[PermissionRule, ...]:
+    """Reads are allowed everywhere; everything else falls to the default (``ask``)."""
+    return (PermissionRule(effect="allow", action="read", pattern="/**"),)
+
+
+@dataclass(frozen=True)
+class PermissionsConfig:
+    """Permission rules (deny, then ask, then allow) and the effect when none matches (P1)."""
+
+    default: Effect = "ask"
+    rules: tuple[PermissionRule, ...] = field(default_factory=default_permission_rules)
+
+
+@dataclass(frozen=True)
+class BudgetConfig:
+    """One budget (B1–B4). ``limit`` maps a field of ``BUDGET_FIELDS`` or a custom counter to its cap."""
+
+    scope: BudgetScope
+    limit: dict[str, float]
+    interrupt: bool = False
+
+    @property
+    def custom_counters(self) -> tuple[str, ...]:
+        """The names in ``limit`` that are not built-in usage fields."""
+        return tuple(k for k in self.limit if k not in BUDGET_FIELDS)
+
+
+@dataclass(frozen=True)
+class ArtifactsConfig:
+    """Artifacts (A1): ``readonly`` drops the write_artifact tool."""
+
+    readonly: bool = False
+
+
+@dataclass(frozen=True)
+class SubagentConfig:
+    """One sub-agent (D1). ``model``/``instructions`` None = inherit the parent's model / a default prompt."""
+
+    name: str
+    description: str
+    model: str | None = None
+    instructions: str | None = None
+
+
+@dataclass(frozen=True)
+class SubagentsConfig:
+    """Delegation settings (D1–D5). YAML key ``async`` is the field ``async_``."""
+
+    prefix: str = "delegate_to"
+    max_delegations: int = 5
+    history_length: int = 4
+    artifact_strategy: ArtifactStrategy = "inline"
+    async_: bool = False
+    max_wait_seconds: float = 60.0
+    agents: tuple[SubagentConfig, ...] = ()
+
+    def tool_name(self, agent: str) -> str:
+        """The delegation tool for ``agent``: ``<prefix>_<agent>``, or the bare name if the prefix is empty."""
+        return f"{self.prefix}_{agent}" if self.prefix else agent
+
+
+@dataclass(frozen=True)
+class DedupeConfig:
+    """C2 dedupe: older duplicate tool responses go, the newest ``keep_recent`` stay."""
+
+    match_by: str = "name-and-input"
+    keep_recent: int = 1
+
+
+@dataclass(frozen=True)
+class TruncateConfig:
+    """C2 truncate: older tool responses cut to ``max_chars``; the newest ``preserve_recent`` intact."""
+
+    max_chars: int = 2000
+    preserve_recent: int = 2
+
+
+@dataclass(frozen=True)
+class SummarizeConfig:
+    """C2 summarize: older messages summarised by ``model`` (None = the run's model)."""
+
+    model: str | None = "openai/gpt-4.1-nano"
+    preserve_recent: int = 6
+
+
+@dataclass(frozen=True)
+class CompressionConfig:
+    """Context compression triggers and strategies (C1–C3). 0 turns a trigger off."""
+
+    max_input_tokens: int = 80000
+    max_messages: int = 0
+    preserve_recent: int = 4
+    max_tool_response_chars: int = 400000
+    dedupe: DedupeConfig = field(default_factory=DedupeConfig)
+    truncate: TruncateConfig = field(default_factory=TruncateConfig)
+    summarize: SummarizeConfig = field(default_factory=SummarizeConfig)
+    skip_summarization_threshold: float = 0.0
+
+
+@dataclass(frozen=True)
+class WorkbenchConfig:
+    """Everything in one workspace's workbench.yaml; each field defaults to DESIGN §6's value."""
+
+    model: str = "demo"
+    api_base: str | None = None
+    instructions: str = "You are a careful engineering assistant."
+    max_prompt_section_tokens: int = 24000
+    mounts: dict[str, MountConfig] = field(default_factory=default_mounts)
+    memory: MemoryConfig = field(default_factory=MemoryConfig)
+    skills: SkillsConfig = field(default_factory=SkillsConfig)
+    todos: TodosConfig = field(default_factory=TodosConfig)
+    permissions: PermissionsConfig = field(default_factory=PermissionsConfig)
+    budget: tuple[BudgetConfig, ...] = ()
+    artifacts: ArtifactsConfig = field(default_factory=ArtifactsConfig)
+    subagents: SubagentsConfig = field(default_factory=SubagentsConfig)
+    compression: CompressionConfig = field(default_factory=CompressionConfig)
+
+    def with_overrides(self, **overrides: Any) -> WorkbenchConfig:
+        """A copy with command-line values (``model=``, ``api_base=`` …) applied; None values are skipped
+        so an absent flag keeps the file's value."""
+        changes = {k: v for k, v in overrides.items() if v is not None}
+        for key in ("model", "instructions"):
+            if key in changes and (not isinstance(changes[key], str) or not changes[key].strip()):
+                raise ConfigError(f"{key}: expected a non-empty string, got {changes[key]!r}")
+        if "api_base" in changes and not isinstance(changes["api_base"], str):
+            raise ConfigError(f"api_base: expected a string, got {changes['api_base']!r}")
+        return dataclasses.replace(self, **changes)
