@@ -76,6 +76,12 @@ class BackendIOError(PathError):
         return f"I/O error on {self.path}: {self.detail}"
 
 
+class NotTextFile(BackendIOError):
+    """The path holds something that is not a UTF-8 text file: a directory, a FIFO or device, a
+    symlink loop, or bytes that are not UTF-8. Not a failure of the backend: instruction and skill
+    readers skip and report it (I5, S6) where a real I/O error fails the step."""
+
+
 class FileNotFound(PathError):
     """The file does not exist (callers may skip it rather than fail)."""
 

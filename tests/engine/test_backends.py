@@ -26,7 +26,7 @@ from workbench.backends import (
     normalize,
 )
 from workbench.backends.base import strip_glob_prefix
-from workbench.errors import WorkbenchError
+from workbench.errors import NotTextFile, WorkbenchError
 
 
 class Holder:
@@ -451,16 +451,17 @@ async def test_host_os_error_maps_to_backend_io_error(
     root, _ = host_dirs
     (root / "f.txt").write_text("x")
     host = HostBackend(root)
-    real_open = open
+    real_open = os.open  # the backend opens with os.open (non-blocking, F3)
 
     def failing_open(file: Any, *args: Any, **kwargs: Any) -> Any:
         if str(file).endswith("f.txt"):
             raise PermissionError(13, "Permission denied", str(file))
         return real_open(file, *args, **kwargs)
 
-    monkeypatch.setattr("builtins.open", failing_open)
-    with pytest.raises(BackendIOError, match="Permission denied"):
+    monkeypatch.setattr(os, "open", failing_open)
+    with pytest.raises(BackendIOError, match="Permission denied") as caught:
         await host.read("/f.txt")
+    assert not isinstance(caught.value, NotTextFile)  # a real I/O failure, not "not a text file" (I5)
 
 
 async def test_host_write_is_atomic_and_keeps_mode(host_dirs: tuple[Path, Path]) -> None:

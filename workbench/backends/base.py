@@ -16,7 +16,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from functools import lru_cache
 
-from workbench.errors import BackendIOError, BackendRefusal, EditMismatch, FileNotFound, PathError
+from workbench.errors import BackendIOError, BackendRefusal, EditMismatch, FileNotFound, NotTextFile, PathError
 
 __all__ = [
     "BackendIOError",
@@ -26,6 +26,7 @@ __all__ = [
     "FileInfo",
     "FileNotFound",
     "GrepMatch",
+    "NotTextFile",
     "PathError",
     "ancestors",
     "apply_edit",
@@ -34,6 +35,8 @@ __all__ = [
     "glob_regex",
     "grep_filter",
     "grep_text",
+    "head_of_bytes",
+    "head_of_text",
     "is_under",
     "join",
     "looks_binary",
@@ -292,6 +295,24 @@ def grep_text(path: str, text: str, rx: re.Pattern[str]) -> list[GrepMatch]:
     return out
 
 
+def head_of_bytes(v: str, data: bytes, max_bytes: int) -> tuple[str, bool]:
+    """Decode the first ``max_bytes`` of ``data`` (read as ``max_bytes + 1``): the text and whether it
+    was cut. A character split by the cut is dropped; bytes that are not UTF-8 are ``NotTextFile``."""
+    cut = len(data) > max_bytes
+    data = data[:max_bytes]
+    try:
+        return data.decode("utf-8"), cut
+    except UnicodeDecodeError as exc:
+        if cut and exc.reason == "unexpected end of data" and exc.start >= len(data) - 3:
+            return data[: exc.start].decode("utf-8"), cut
+        raise NotTextFile(v, f"not UTF-8 text (bad byte at offset {exc.start})") from exc
+
+
+def head_of_text(v: str, text: str, max_bytes: int) -> tuple[str, bool]:
+    """``head_of_bytes`` for text already in memory (state and store backends)."""
+    return head_of_bytes(v, text[: max_bytes + 1].encode("utf-8", "surrogatepass"), max_bytes)
+
+
 def looks_binary(text: str) -> bool:
     """True for content grep should skip (a NUL in the first 8 KiB)."""
     return "\x00" in text[:8192]
@@ -368,6 +389,17 @@ class FileBackend(abc.ABC):
     async def read(self, path: str) -> str:
         """The file's text. FileNotFound if missing; BackendIOError for a directory or bad bytes."""
 
+    async def read_head(self, path: str, max_bytes: int) -> tuple[str, bool]:
+        """At most the first ``max_bytes`` bytes of the file as text, and whether the file is longer (F3).
+
+        For untrusted files (AGENTS.md, SKILL.md): the cost is bounded by ``max_bytes``, not by the
+        file. A character cut in half at the end is dropped. Errors as ``read``; this default reads
+        the whole file (fine for backends that hold it in memory) and a disk backend overrides it.
+        """
+        if max_bytes < 0:
+            raise ValueError(f"max_bytes must be at least 0, got {max_bytes}")
+        return head_of_text(normalize(path), await self.read(path), max_bytes)
+
     @abc.abstractmethod
     async def write(self, path: str, content: str) -> None:
         """Create or replace the file, creating parent directories."""
@@ -394,6 +426,14 @@ class FileBackend(abc.ABC):
     @abc.abstractmethod
     async def stat(self, path: str) -> FileInfo:
         """Info on a file or directory; FileNotFound if missing."""
+
+    async def target(self, path: str) -> str:
+        """The normalized virtual path this backend would actually touch for ``path`` (P5).
+
+        The same path unless a symlink inside the root leads elsewhere: then the virtual path of
+        its target (for a file not there yet, of its resolved parent). Permissions judge both.
+        """
+        return normalize(path)
 
     async def exists(self, path: str) -> bool:
         """True if a file or directory is there (a refused path still raises)."""

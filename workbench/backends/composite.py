@@ -27,6 +27,7 @@ from workbench.backends.base import (
     split_glob,
     strip_glob_prefix,
 )
+from workbench.backends.guard import mounted
 
 __all__ = ["CompositeBackend"]
 
@@ -87,9 +88,11 @@ class CompositeBackend(FileBackend):
 
     @contextlib.contextmanager
     def _translated(self, point: str) -> Iterator[None]:
-        """Re-raise a mount's error with the path as the caller named it."""
+        """Re-raise a mount's error with the path as the caller named it; the call's guard sees full
+        virtual paths (P5)."""
         try:
-            yield
+            with mounted(point):
+                yield
         except PathError as exc:
             raise exc.with_path(self._outer(point, exc.path)) from exc
 
@@ -114,6 +117,16 @@ class CompositeBackend(FileBackend):
         _, point, backend, inner = self._route(path)
         with self._translated(point):
             return await backend.read(inner)
+
+    async def read_head(self, path: str, max_bytes: int) -> tuple[str, bool]:
+        _, point, backend, inner = self._route(path)
+        with self._translated(point):
+            return await backend.read_head(inner, max_bytes)
+
+    async def target(self, path: str) -> str:
+        _, point, backend, inner = self._route(path)
+        with self._translated(point):
+            return self._outer(point, await backend.target(inner))
 
     async def write(self, path: str, content: str) -> None:
         v, point, backend, inner = self._route(path)

@@ -8,10 +8,11 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import errno
 import os
 import stat as stat_mod
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 
 from workbench.backends.base import (
@@ -21,17 +22,20 @@ from workbench.backends.base import (
     FileInfo,
     FileNotFound,
     GrepMatch,
+    NotTextFile,
     PathError,
     apply_edit,
     compile_grep,
     glob_regex,
     grep_filter,
     grep_text,
+    head_of_bytes,
     join,
     normalize,
     require_text,
     split_glob,
 )
+from workbench.backends.guard import check, hidden, run_walk, walk_tick
 
 __all__ = ["HostBackend", "SKIPPED_DIRS"]
 
@@ -59,13 +63,51 @@ def _umask() -> int:
 _NEW_FILE_MODE = 0o666 & ~_umask()
 
 
+PROTECTED_REASON = ("protected path: the workbench's own data (the thread store or the API key folder); "
+                    "no rule or approval opens it")
+"""The refusal for a protected path (F4)."""
+
+
+def _case_insensitive(root: str) -> bool:
+    """True when the disk under ``root`` ignores case (``/A`` and ``/a`` are one file)."""
+    flipped = root.swapcase()
+    if flipped == root:
+        return False
+    try:
+        return os.path.samefile(root, flipped)
+    except OSError:
+        return False
+
+
+def _true_case(root: str, parts: list[str]) -> list[str]:
+    """``parts`` (a path below ``root``) spelt as the disk spells each name; unknown names kept."""
+    out: list[str] = []
+    folder = root
+    for part in parts:
+        name = part
+        try:
+            with os.scandir(folder) as it:
+                names = [e.name for e in it]
+            if part not in names:
+                name = next((n for n in names if n.casefold() == part.casefold()), part)
+        except OSError:
+            pass
+        out.append(name)
+        folder = os.path.join(folder, name)
+    return out
+
+
 class HostBackend(FileBackend):
     """Files under ``root`` on the host; ``readonly=True`` refuses every write."""
 
-    def __init__(self, root: Path | str, readonly: bool = False) -> None:
+    def __init__(self, root: Path | str, readonly: bool = False, *, protected: Iterable[Path | str] = ()) -> None:
         self._root = os.path.realpath(os.fspath(root))
         self._root_key = os.path.normcase(self._root)
         self._readonly = readonly
+        # F4: real paths no call may touch, list or search (the thread store, the key folder), even
+        # when this root is one of their parents or a symlink leads there.
+        self._protected = tuple(os.path.normcase(os.path.realpath(os.fspath(p))) for p in protected)
+        self._icase = _case_insensitive(self._root)
 
     def __repr__(self) -> str:
         return f"HostBackend({self._root!r}, readonly={self._readonly})"
@@ -86,15 +128,48 @@ class HostBackend(FileBackend):
         root = self._root_key
         return key == root or key.startswith(root.rstrip(os.sep) + os.sep)
 
-    def _resolve(self, path: str) -> tuple[str, str]:
-        """The normalized virtual path and its real path, refused if it resolves outside the root."""
+    def _is_protected(self, real: str) -> bool:
+        key = os.path.normcase(real)
+        return any(key == p or key.startswith(p.rstrip(os.sep) + os.sep) for p in self._protected)
+
+    def _virtual(self, real: str) -> str:
+        """The virtual path of a real path inside the root, spelt as on disk (P5)."""
+        rel = os.path.relpath(real, self._root)
+        if rel == os.curdir:
+            return "/"
+        parts = rel.split(os.sep)
+        if self._icase:  # a case-insensitive disk: name the file as the disk spells it
+            parts = _true_case(self._root, parts)
+        return "/" + "/".join(parts)
+
+    def _resolve(self, path: str, action: str = "read") -> tuple[str, str]:
+        """The normalized virtual path and its real path, refused if it resolves outside the root,
+        into a protected folder (F4), or to a path the call's guard refuses ``action`` on (P5)."""
         v = normalize(path)
         rel = v.lstrip("/")
         joined = os.path.join(self._root, *rel.split("/")) if rel else self._root
         real = os.path.realpath(joined)
         if not self._inside(real):
             raise BackendRefusal(v, "path resolves outside the root (through a symlink)")
+        if self._is_protected(real) or self._is_protected(joined):
+            raise BackendRefusal(v, PROTECTED_REASON)
+        # Judge the path as named and as the path the backend will open: a symlink in the root
+        # must not lead around a rule (P5). ``real`` is what the caller opens next.
+        check(action, v)
+        target = self._virtual(real)
+        if target != v:
+            check(action, target)
         return v, real
+
+    def _hidden(self, v: str, real: str) -> bool:
+        """True when a search must leave out ``v`` (real path ``real``): protected, or hidden by the
+        call's rules as named or as its symlink target (F4, P6)."""
+        if self._is_protected(real):
+            return True
+        if hidden(v):
+            return True
+        target = self._virtual(real)
+        return target != v and hidden(target)
 
     def _refuse_write(self, path: str) -> None:
         if self._readonly:
@@ -107,7 +182,9 @@ class HostBackend(FileBackend):
         if isinstance(exc, (FileNotFoundError, NotADirectoryError)):
             return FileNotFound(v)
         if isinstance(exc, IsADirectoryError):
-            return BackendIOError(v, "is a directory")
+            return NotTextFile(v, "is a directory")
+        if exc.errno == errno.ELOOP:
+            return NotTextFile(v, "a symlink loop (too many levels of symbolic links)")
         return BackendIOError(v, exc.strerror or str(exc))
 
     def _stat(self, v: str, real: str) -> os.stat_result:
@@ -121,21 +198,42 @@ class HostBackend(FileBackend):
         is_dir = stat_mod.S_ISDIR(st.st_mode)
         return FileInfo(v, is_dir, 0 if is_dir else st.st_size, st.st_mtime)
 
-    def _read_text(self, v: str, real: str) -> str:
-        st = self._stat(v, real)
+    @staticmethod
+    def _regular(v: str, st: os.stat_result) -> None:
         if stat_mod.S_ISDIR(st.st_mode):
-            raise BackendIOError(v, "is a directory")
+            raise NotTextFile(v, "is a directory")
         if not stat_mod.S_ISREG(st.st_mode):
-            raise BackendIOError(v, "not a regular file")
+            raise NotTextFile(v, "not a regular file (a FIFO, socket or device)")
+
+    def _read_bytes(self, v: str, real: str, limit: int | None = None) -> bytes:
+        """The file's bytes (at most ``limit``). Opened non-blocking and checked again once open, so a
+        FIFO swapped in after the stat never blocks the read (F3, I5)."""
+        self._regular(v, self._stat(v, real))
         try:
-            with open(real, "rb") as f:
-                data = f.read()
+            fd = os.open(real, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_BINARY", 0))
         except OSError as exc:
             raise self._os_error(v, exc) from exc
         try:
+            self._regular(v, os.fstat(fd))
+            with os.fdopen(fd, "rb") as f:
+                fd = -1  # the file object owns it now
+                return f.read() if limit is None else f.read(limit)
+        except OSError as exc:
+            raise self._os_error(v, exc) from exc
+        finally:
+            if fd >= 0:
+                os.close(fd)
+
+    def _read_text(self, v: str, real: str) -> str:
+        data = self._read_bytes(v, real)
+        try:
             return data.decode("utf-8")
         except UnicodeDecodeError as exc:
-            raise BackendIOError(v, f"not UTF-8 text (bad byte at offset {exc.start})") from exc
+            raise NotTextFile(v, f"not UTF-8 text (bad byte at offset {exc.start})") from exc
+
+    def _do_read_head(self, path: str, max_bytes: int) -> tuple[str, bool]:
+        v, real = self._resolve(path)
+        return head_of_bytes(v, self._read_bytes(v, real, max_bytes + 1), max_bytes)
 
     def _write_text(self, v: str, real: str, content: str) -> None:
         """Atomic write: a temp file in the same folder, then os.replace (keeps the file's mode)."""
@@ -183,6 +281,9 @@ class HostBackend(FileBackend):
         stack: list[tuple[str, str, int]] = [("", top, 0)]
         while stack:
             rel, folder, depth = stack.pop()
+            walk_tick(folder)
+            if self._is_protected(folder):
+                continue
             try:
                 it = os.scandir(folder)
             except OSError:
@@ -219,12 +320,12 @@ class HostBackend(FileBackend):
         return self._read_text(v, real)
 
     def _do_write(self, path: str, content: str) -> None:
-        v, real = self._resolve(path)
+        v, real = self._resolve(path, "write")
         self._refuse_write(v)
         self._write_text(v, real, content)
 
     def _do_edit(self, path: str, old: str, new: str, replace_all: bool) -> int:
-        v, real = self._resolve(path)
+        v, real = self._resolve(path, "write")
         self._refuse_write(v)
         text = self._read_text(v, real)
         updated, count = apply_edit(v, text, old, new, replace_all)
@@ -244,8 +345,9 @@ class HostBackend(FileBackend):
             raise self._os_error(v, exc) from exc
         out = []
         for entry in entries:
-            info = self._entry_info(join(v, entry.name), entry)
-            if info is not None:
+            name = join(v, entry.name)
+            info = self._entry_info(name, entry)
+            if info is not None and not self._hidden(name, os.path.realpath(entry.path)):
                 out.append(info)
         return out
 
@@ -259,7 +361,8 @@ class HostBackend(FileBackend):
         rx = glob_regex(rel)
         segs = rel.split("/")
         depth = None if "**" in segs else len(segs)
-        return sorted(join(v, r) for r, _ in self._walk_files(real, depth) if rx.fullmatch(r))
+        return sorted(join(v, r) for r, file in self._walk_files(real, depth)
+                      if rx.fullmatch(r) and not self._hidden(join(v, r), file))
 
     def _do_grep(self, pattern: str, path: str, glob: str | None) -> list[GrepMatch]:
         rx = compile_grep(pattern)
@@ -270,8 +373,9 @@ class HostBackend(FileBackend):
             return grep_text(v, self._read_text(v, real), rx)
         out: list[GrepMatch] = []
         for r, file in self._walk_files(real):
-            if not keep(r):
+            if not keep(r) or self._hidden(join(v, r), file):
                 continue
+            walk_tick(join(v, r))
             try:
                 if os.path.getsize(file) > GREP_MAX_BYTES:
                     continue
@@ -299,6 +403,11 @@ class HostBackend(FileBackend):
     async def read(self, path: str) -> str:
         return await asyncio.to_thread(self._do_read, path)
 
+    async def read_head(self, path: str, max_bytes: int) -> tuple[str, bool]:
+        if max_bytes < 0:
+            raise ValueError(f"max_bytes must be at least 0, got {max_bytes}")
+        return await asyncio.to_thread(self._do_read_head, path, max_bytes)
+
     async def write(self, path: str, content: str) -> None:
         require_text(content)
         await asyncio.to_thread(self._do_write, path, content)
@@ -310,10 +419,19 @@ class HostBackend(FileBackend):
         return await asyncio.to_thread(self._do_list, path)
 
     async def glob(self, pattern: str, path: str = "/") -> list[str]:
-        return await asyncio.to_thread(self._do_glob, pattern, path)
+        return await run_walk(f"glob {pattern!r}", self._do_glob, pattern, path)
 
     async def grep(self, pattern: str, path: str = "/", glob: str | None = None) -> list[GrepMatch]:
-        return await asyncio.to_thread(self._do_grep, pattern, path, glob)
+        return await run_walk(f"grep {pattern!r}", self._do_grep, pattern, path, glob)
+
+    async def target(self, path: str) -> str:
+        return await asyncio.to_thread(self._do_target, path)
+
+    def _do_target(self, path: str) -> str:
+        v = normalize(path)
+        rel = v.lstrip("/")
+        real = os.path.realpath(os.path.join(self._root, *rel.split("/")) if rel else self._root)
+        return self._virtual(real) if self._inside(real) else v
 
     async def stat(self, path: str) -> FileInfo:
         return await asyncio.to_thread(self._do_stat, path)

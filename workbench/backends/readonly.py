@@ -27,6 +27,9 @@ class ReadOnlyBackend(FileBackend):
     async def read(self, path: str) -> str:
         return await self._inner.read(path)
 
+    async def read_head(self, path: str, max_bytes: int) -> tuple[str, bool]:
+        return await self._inner.read_head(path, max_bytes)
+
     async def write(self, path: str, content: str) -> None:
         raise BackendRefusal(normalize(path), "read-only")
 
@@ -44,6 +47,9 @@ class ReadOnlyBackend(FileBackend):
 
     async def stat(self, path: str) -> FileInfo:
         return await self._inner.stat(path)
+
+    async def target(self, path: str) -> str:
+        return await self._inner.target(path)
 
     async def exists(self, path: str) -> bool:
         return await self._inner.exists(path)

@@ -17,6 +17,7 @@ from workbench.backends.base import (
     FileInfo,
     FileNotFound,
     GrepMatch,
+    NotTextFile,
     ancestors,
     apply_edit,
     compile_grep,
@@ -59,7 +60,7 @@ class StateBackend(FileBackend):
             return content
         if isinstance(content, list) and all(isinstance(line, str) for line in content):
             return "\n".join(content)
-        raise BackendIOError(v, "the stored file has no text content")
+        raise NotTextFile(v, "the stored file has no text content")
 
     @staticmethod
     def _modified(entry: dict[str, Any]) -> float:
@@ -85,7 +86,7 @@ class StateBackend(FileBackend):
         if entry is not None:
             return self._content(v, entry)
         if self._is_dir(files, v):
-            raise BackendIOError(v, "is a directory")
+            raise NotTextFile(v, "is a directory")
         raise FileNotFound(v)
 
     def _store(self, files: Files, v: str, content: str) -> None:

@@ -23,12 +23,14 @@ from workbench.backends.base import (
     FileInfo,
     FileNotFound,
     GrepMatch,
+    NotTextFile,
     ancestors,
     apply_edit,
     compile_grep,
     glob_regex,
     grep_filter,
     grep_text,
+    head_of_text,
     looks_binary,
     normalize,
     relative,
@@ -138,7 +140,7 @@ class StoreBackend(FileBackend):
         if content is not None:
             return content
         if self._is_dir(conn, v):
-            raise BackendIOError(v, "is a directory")
+            raise NotTextFile(v, "is a directory")
         raise FileNotFound(v)
 
     def _store(self, conn: sqlite3.Connection, v: str, content: str, exists: bool) -> None:
@@ -166,6 +168,19 @@ class StoreBackend(FileBackend):
     async def read(self, path: str) -> str:
         v = normalize(path)
         return await self._call(v, lambda conn: self._text(conn, v))
+
+    async def read_head(self, path: str, max_bytes: int) -> tuple[str, bool]:
+        """Only the first ``max_bytes + 1`` characters leave the database (F3)."""
+        if max_bytes < 0:
+            raise ValueError(f"max_bytes must be at least 0, got {max_bytes}")
+        v = normalize(path)
+
+        def op(conn: sqlite3.Connection) -> str:
+            row = conn.execute("SELECT substr(content, 1, ?) FROM files WHERE namespace = ? AND path = ?",
+                               (max_bytes + 1, self._namespace, v)).fetchone()
+            return self._text(conn, v) if row is None or row[0] is None else row[0]
+
+        return head_of_text(v, await self._call(v, op), max_bytes)
 
     async def write(self, path: str, content: str) -> None:
         require_text(content)
