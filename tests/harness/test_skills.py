@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import tracemalloc
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +24,7 @@ from workbench.harness.skills import (
     SkillsMiddleware,
     parse_skill,
     scan_skills,
+    survey_skills,
 )
 
 SOURCES = ["/user/skills", "/project/skills"]
@@ -190,15 +192,45 @@ async def test_S4_at_most_max_scanned_folders_examined(dirs):
 
 
 async def test_S4_only_the_frontmatter_within_the_fixed_limit_is_read(dirs):
-    skill(dirs[1], "ok", body="SECRET BODY " * 10_000)
+    """S4, F3: a 24 MB SKILL.md costs what a small one costs; this fails if SKILL.md is read whole."""
+    path = skill(dirs[1], "ok", body="")
+    with path.open("a") as f:  # streamed, so the test itself never holds the body in memory
+        for _ in range(24):
+            f.write("SECRET BODY\n" * (1024 * 1024 // 12))
     d = dirs[1] / "skills" / "late"
     d.mkdir()
     (d / "SKILL.md").write_text("---\nname: late\ndescription: x\n" + "# padding\n" * (FRONTMATTER_MAX_CHARS // 10) + "---\n")
-    scan = await scan_skills(backend_for(dirs), SOURCES)
-    assert [s.name for s in scan.skills] == ["ok"]
+    backend = backend_for(dirs)
+    tracemalloc.start()
+    try:
+        scan = await scan_skills(backend, SOURCES)
+        survey = await survey_skills(backend, SOURCES, max_skills=8, max_description_chars=100,
+                                     max_section_tokens=1000, max_scanned=8)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert peak < 2 * 1024 * 1024, f"scanning two skills allocated {peak} bytes: SKILL.md was read whole"
+    assert [s.name for s in scan.skills] == [s.name for s in survey.scan.skills] == ["ok"]
     (bad,) = scan.skipped
     assert bad.fate == "malformed" and str(FRONTMATTER_MAX_CHARS) in bad.reason
     assert "SECRET" not in repr(scan)
+
+
+async def test_S4_a_frontmatter_that_does_not_close_within_the_cap_is_malformed_even_when_huge(tmp_path, dirs):
+    d = dirs[1] / "skills" / "endless"
+    d.mkdir(parents=True)
+    with (d / "SKILL.md").open("w") as f:
+        f.write("---\nname: endless\ndescription: never closes\n")
+        for _ in range(8):
+            f.write("key: value\n" * (1024 * 1024 // 11))
+    skill(dirs[1], "fine")
+    model = ScriptedModel([reply("ok")])
+    engine = make(tmp_path, model, [SkillsMiddleware(SOURCES)], backend_for(dirs))
+    assert (await engine.run("t", "hi")).status == "done"
+    docs = {d["path"]: d for d in reports(engine)[0]["documents"]}
+    assert docs["/project/skills/endless/SKILL.md"]["fate"] == "malformed"
+    assert "closing '---'" in docs["/project/skills/endless/SKILL.md"]["reason"]
+    assert docs["/project/skills/fine/SKILL.md"]["fate"] == "listed"
 
 
 # -- S5 ----------------------------------------------------------------------------------------------------

@@ -4,9 +4,9 @@
 ``SkillsMiddleware`` scans on a run's first model call, caches the result for the run like the
 instruction files (S2, see ``instructions.RunCache``), lists the skills and reports every skipped
 one in a durable ``documents_reported`` event. Of each SKILL.md only its YAML frontmatter counts,
-and only within the first ``FRONTMATTER_MAX_CHARS`` characters (S4). The backend contract has no
-partial read, so a backend offering ``read_head(path, max_chars)`` is asked for just that much;
-others are read whole and cut.
+and only within the first ``FRONTMATTER_MAX_CHARS`` characters (S4): the backend's bounded
+``read_head`` reads at most ``FRONTMATTER_MAX_BYTES`` of it, so a huge SKILL.md costs no more than a
+small one (F3); a frontmatter that does not close within the cap is malformed.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from typing import Any
 
 import yaml
 
-from workbench.backends.base import BackendIOError, BackendRefusal, FileNotFound, join, looks_binary
+from workbench.backends.base import BackendRefusal, FileNotFound, NotTextFile, join, looks_binary
 from workbench.engine.messages import ToolCall
 from workbench.engine.middleware import AgentMiddleware, CallTool, HookContext, Section, ToolContext
 from workbench.engine.tokens import estimate_tokens
@@ -27,6 +27,7 @@ from workbench.engine.tools import NeedsApproval, ToolOutcome
 from workbench.harness.instructions import RunCache
 
 __all__ = [
+    "FRONTMATTER_MAX_BYTES",
     "FRONTMATTER_MAX_CHARS",
     "MAX_NAME_CHARS",
     "SkillFormatError",
@@ -43,6 +44,8 @@ log = logging.getLogger(__name__)
 
 FRONTMATTER_MAX_CHARS = 4096
 """The most characters of a SKILL.md examined for its frontmatter (S4)."""
+FRONTMATTER_MAX_BYTES = 4 * (FRONTMATTER_MAX_CHARS + 1)
+"""The most bytes of a SKILL.md ever read (F3): enough for ``FRONTMATTER_MAX_CHARS + 1`` characters."""
 MAX_NAME_CHARS = 128
 SECTION_NAME = "skills"
 GUIDE = (
@@ -51,9 +54,6 @@ GUIDE = (
     "load the skill first: call read_file on its SKILL.md path below, then follow it (it may point to "
     "other files in its folder)."
 )
-
-# BackendIOError details that mean "this file is not readable text", not "the backend failed".
-_CONTENT_PROBLEMS = ("is a directory", "not a regular file", "not utf-8", "no text content")
 
 
 class SkillFormatError(ValueError):
@@ -182,15 +182,13 @@ def parse_skill(text: str, path: str, source: str, *, max_description_chars: int
 
 
 async def _read_head(backend: Any, path: str) -> str:
-    read_head = getattr(backend, "read_head", None)
-    if callable(read_head):
-        return await read_head(path, FRONTMATTER_MAX_CHARS + 1)
-    return (await backend.read(path))[: FRONTMATTER_MAX_CHARS + 1]
+    """At most ``FRONTMATTER_MAX_CHARS + 1`` characters of a SKILL.md, from a bounded read (S4, F3).
 
-
-def _content_problem(e: BackendIOError) -> bool:
-    detail = (e.detail or "").lower()
-    return any(p in detail for p in _CONTENT_PROBLEMS)
+    Longer than ``FRONTMATTER_MAX_CHARS`` means "there is more": ``_frontmatter`` then needs the
+    closing line within the cap.
+    """
+    text, _cut = await backend.read_head(path, FRONTMATTER_MAX_BYTES)
+    return text[: FRONTMATTER_MAX_CHARS + 1]
 
 
 async def scan_skills(
@@ -205,8 +203,8 @@ async def scan_skills(
 
     Sources in order, folders in path order; a later skill replaces an earlier one of the same name.
     A missing source and a folder without SKILL.md are skipped silently; refused, malformed,
-    unreadable, shadowed and unlisted skills are in ``skipped``. A ``BackendIOError`` that is not
-    about the file's content propagates (the step fails).
+    unreadable (``NotTextFile``), shadowed and unlisted skills are in ``skipped``. Any other
+    ``BackendIOError`` is a real I/O failure and propagates (the step fails).
     """
     scan = SkillScan()
     found: dict[str, SkillInfo] = {}
@@ -237,9 +235,7 @@ async def scan_skills(
             except BackendRefusal as e:
                 scan.skipped.append(SkippedSkill(path, "", "refused", e.detail or str(e)))
                 continue
-            except BackendIOError as e:
-                if not _content_problem(e):
-                    raise
+            except NotTextFile as e:  # a directory, FIFO, loop or not UTF-8: skip it (S6)
                 scan.skipped.append(SkippedSkill(path, "", "unreadable", e.detail or str(e)))
                 continue
             if looks_binary(text):
@@ -404,7 +400,7 @@ async def survey_skills(backend: Any, sources: Sequence[str], *, max_skills: int
         if k.fate != "shadowed":
             continue
         try:
-            text = await backend.read(k.path)
+            text = await _read_head(backend, k.path)
             descriptions[k.path] = parse_skill(text, k.path, "", max_description_chars=max_description_chars).description
         except Exception:  # noqa: BLE001 - only a nicety; the row still shows
             log.debug("could not re-read %s", k.path, exc_info=True)
