@@ -2,8 +2,9 @@
 
 The OS keyring (through ``keyring``) where a real backend exists; headless machines have none (the
 ``fail`` or ``null`` backend, or a chainer with nothing in it), so there the key goes to a per-user
-JSON file, ``user_config_dir()/keys.json``, readable by its owner only (0600). That file is plain
-text and the Settings dialog says so. Keys never go to the workspace, the thread store, the user
+JSON file, ``user_data_dir()/keys/keys.json``, readable by its owner only (file 0600, folder 0700). That
+file is plain text and the Settings dialog says so. It lies under no folder any mount covers (F4); a
+file left by older versions in ``user_config_dir()`` (the ``/user`` mount) is moved there on first use. Keys never go to the workspace, the thread store, the user
 settings JSON or a log: nothing here logs a key value.
 
 The environment comes first for lookups; ``workbench.secrets.lookup_api_key`` handles that and calls
@@ -19,14 +20,16 @@ import stat
 from pathlib import Path
 from typing import Any, Literal
 
-from workbench.config import user_config_dir
+from workbench.config import user_config_dir, user_data_dir
 from workbench.errors import WorkbenchError
 
 log = logging.getLogger(__name__)
 
 SERVICE = "workbench"
 KEYS_FILENAME = "keys.json"
+KEYS_FOLDER = "keys"
 FILE_MODE = 0o600
+FOLDER_MODE = 0o700
 
 Storage = Literal["keyring", "file"]
 
@@ -79,13 +82,50 @@ def key_storage() -> Storage:
 
 
 def keys_file() -> Path:
-    """The fallback file (plain text, mode 0600)."""
-    return user_config_dir() / KEYS_FILENAME
+    """The fallback file (plain text, mode 0600), in ``key_folder()``."""
+    return key_folder() / KEYS_FILENAME
 
 
 def key_folder() -> Path:
-    """The folder that holds the keys file: invisible to every tool and mount (F4)."""
-    return keys_file().parent
+    """The folder that holds the keys file (mode 0700): invisible to every tool and mount (F4).
+
+    It is ``user_data_dir()/keys``, not the config folder: the default ``/user`` mount is
+    ``~/.config/workbench`` with reads allowed, so a key file there was one ``read_file`` away.
+    """
+    return user_data_dir() / KEYS_FOLDER
+
+
+def legacy_keys_file() -> Path:
+    """Where older versions kept the file (under the ``/user`` mount); moved on first use (F4)."""
+    return user_config_dir() / KEYS_FILENAME
+
+
+def _prepare_folder() -> None:
+    """Make the key folder (0700, tightened if loosened) and move a legacy key file into it (F4)."""
+    folder = key_folder()
+    folder.mkdir(parents=True, exist_ok=True, mode=FOLDER_MODE)
+    if os.name == "posix" and stat.S_IMODE(folder.stat().st_mode) != FOLDER_MODE:
+        os.chmod(folder, FOLDER_MODE)
+    legacy = legacy_keys_file()
+    if not legacy.is_file() or legacy.is_symlink():
+        return
+    target = folder / KEYS_FILENAME
+    if os.name == "posix":
+        os.chmod(legacy, FILE_MODE)
+    if not target.exists():
+        try:
+            os.replace(legacy, target)  # a move: the key never exists in two places
+            log.warning("moved the API key file from %s to %s (F4)", legacy, target)
+            return
+        except OSError:  # another file system: merge below, then remove the old file
+            pass
+    newer = _read_keys(target)
+    older = _read_keys(legacy)
+    merged = {**older, **newer}
+    if merged != newer:
+        _write_keys(target, merged)
+    legacy.unlink()
+    log.warning("moved the API keys in %s to %s (F4)", legacy, target)
 
 
 # --------------------------------------------------------------------------------------------------
@@ -93,7 +133,14 @@ def key_folder() -> Path:
 
 
 def _read_file() -> dict[str, str]:
-    path = keys_file()
+    try:
+        _prepare_folder()
+    except OSError as exc:
+        log.warning("cannot prepare the key folder %s: %s", key_folder(), exc.strerror or exc)
+    return _read_keys(keys_file())
+
+
+def _read_keys(path: Path) -> dict[str, str]:
     try:
         st = path.stat()
     except FileNotFoundError:
@@ -122,9 +169,17 @@ def _read_file() -> dict[str, str]:
 
 def _write_file(keys: dict[str, str]) -> Path:
     """Replace the keys file atomically; the new file is created 0600 and never exists with looser bits."""
-    path = keys_file()
     try:
-        path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+        _prepare_folder()
+    except OSError as exc:
+        raise KeystoreError(f"cannot prepare {key_folder()}: {exc.strerror or exc} — check the folder's "
+                            f"permissions") from None
+    return _write_keys(keys_file(), keys)
+
+
+def _write_keys(path: Path, keys: dict[str, str]) -> Path:
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True, mode=FOLDER_MODE)
         if not keys:
             path.unlink(missing_ok=True)
             return path

@@ -16,8 +16,17 @@ from keyring.errors import KeyringLocked
 
 from tests.fakes import MemoryKeyring
 from workbench import keystore
-from workbench.config import user_config_dir
-from workbench.keystore import KeystoreError, delete_key, key_location, key_storage, keys_file, load_key, save_key
+from workbench.config import default_mounts, user_config_dir, user_data_dir
+from workbench.keystore import (
+    KeystoreError,
+    delete_key,
+    key_folder,
+    key_location,
+    key_storage,
+    keys_file,
+    load_key,
+    save_key,
+)
 from workbench.secrets import lookup_api_key
 
 posix_only = pytest.mark.skipif(sys.platform == "win32", reason="POSIX file modes")
@@ -69,7 +78,7 @@ def test_without_a_keyring_the_key_goes_to_a_0600_file(no_keyring):
     assert key_storage() == "file"
     assert save_key("openai", SECRET) == "file"
     path = keys_file()
-    assert path.parent == user_config_dir() and path.name == "keys.json"
+    assert path == user_data_dir() / "keys" / "keys.json"
     assert _mode(path) == 0o600
     assert json.loads(path.read_text())["keys"] == {"openai": SECRET}
     assert load_key("openai") == SECRET and key_location("openai") == "file"
@@ -195,3 +204,54 @@ def test_key_values_are_never_logged(use_keyring, caplog, capfd):
     assert caplog.records  # something was logged, just never the key
     for text in (caplog.text, out, err, str(info.value)):
         assert SECRET not in text
+
+
+# --- F4: the key file lies under no folder a tool can reach ----------------------------------------------
+
+
+@posix_only
+def test_f4_the_key_file_is_under_no_default_mount(no_keyring, tmp_path):
+    """F4: with no keyring the file was ~/.config/workbench/keys.json, mounted as /user (reads allowed)."""
+    save_key("openai", SECRET)
+    path = keys_file().resolve()
+    for point, mount in default_mounts().items():
+        if mount.kind == "host":
+            root = mount.resolve_host(tmp_path)
+            assert not path.is_relative_to(root), f"{path} lies under the default mount {point} ({root})"
+    assert not path.is_relative_to(user_config_dir().resolve())
+    assert key_folder() == path.parent
+    assert _mode(path.parent) == 0o700 and _mode(path) == 0o600
+
+
+@posix_only
+def test_f4_a_legacy_key_file_is_moved_not_copied(no_keyring):
+    """F4: an existing ~/.config/workbench/keys.json moves to the key folder (0600) and is gone from /user."""
+    legacy = user_config_dir() / "keys.json"
+    legacy.parent.mkdir(parents=True, exist_ok=True)
+    legacy.write_text(json.dumps({"keys": {"openai": SECRET}}))
+    os.chmod(legacy, 0o600)
+    assert load_key("openai") == SECRET
+    assert not legacy.exists()
+    assert json.loads(keys_file().read_text())["keys"] == {"openai": SECRET}
+    assert _mode(keys_file()) == 0o600 and _mode(key_folder()) == 0o700
+
+
+@posix_only
+def test_f4_a_legacy_file_merges_under_newer_keys(no_keyring):
+    """F4: both files present: the newer file wins per provider, the legacy one's other keys are kept, and
+    the legacy file is removed."""
+    save_key("openai", SECRET)
+    legacy = user_config_dir() / "keys.json"
+    legacy.parent.mkdir(parents=True, exist_ok=True)
+    legacy.write_text(json.dumps({"keys": {"openai": "sk-old-0000", "anthropic": "sk-ant-legacy"}}))
+    os.chmod(legacy, 0o644)
+    assert load_key("openai") == SECRET and load_key("anthropic") == "sk-ant-legacy"
+    assert not legacy.exists() and _mode(keys_file()) == 0o600
+
+
+@posix_only
+def test_f4_a_loose_key_folder_is_tightened(no_keyring):
+    save_key("openai", SECRET)
+    os.chmod(key_folder(), 0o755)
+    assert load_key("openai") == SECRET
+    assert _mode(key_folder()) == 0o700

@@ -135,8 +135,8 @@ def test_apply_saves_settings_and_the_key_goes_nowhere_but_the_keystore(
     needle = SECRET.encode()
     assert files_holding(workspace, needle) == []  # the workspace and its .workbench/ store
     assert SECRET not in user_settings_path().read_text()
-    assert files_holding(user_config_dir(), needle) == [keystore.keys_file()]
-    assert files_holding(user_data_dir(), needle) == []
+    assert files_holding(user_config_dir(), needle) == []  # the /user mount: never the key (F4)
+    assert files_holding(user_data_dir(), needle) == [keystore.keys_file()]
     out, err = capfd.readouterr()
     assert SECRET not in caplog.text and SECRET not in out and SECRET not in err
 
