@@ -15,6 +15,9 @@ import re
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from functools import lru_cache
+from typing import Any, Protocol
+
+import re2
 
 from workbench.errors import BackendIOError, BackendRefusal, EditMismatch, FileNotFound, NotTextFile, PathError
 
@@ -175,8 +178,32 @@ def _segments(pattern: str) -> list[str]:
     return [s for s in pattern.split("/") if s not in ("", ".")]
 
 
+class Matcher(Protocol):
+    """A compiled pattern: ``re.Pattern`` or an RE2 pattern (same ``search``/``fullmatch``)."""
+
+    def search(self, text: str) -> Any: ...
+
+    def fullmatch(self, text: str) -> Any: ...
+
+
+def _re2_options(dot_nl: bool) -> Any:
+    opts = re2.Options()
+    opts.log_errors = False  # a refused pattern is our error message, not a line on stderr
+    opts.dot_nl = dot_nl
+    return opts
+
+
+def linear_regex(regex: str) -> Matcher:
+    """``regex`` (as built from a glob) compiled by RE2: linear time, so a pattern full of ``**``
+    can never backtrack for seconds (F3). Python's ``re`` only for what RE2 cannot parse."""
+    try:
+        return re2.compile(regex, _re2_options(True))
+    except re2.error:
+        return re.compile(regex, re.DOTALL)
+
+
 @lru_cache(maxsize=256)
-def glob_regex(pattern: str) -> re.Pattern[str]:
+def glob_regex(pattern: str) -> Matcher:
     """Compile a relative glob to a regex matched (fullmatch) against relative file paths.
 
     ``**`` as a whole segment spans any number of directories (zero included); ``*`` and ``?``
@@ -190,7 +217,7 @@ def glob_regex(pattern: str) -> re.Pattern[str]:
             out.append(".*" if last else "(?:[^/]+/)*")
         else:
             out.append(segment_regex(seg) + ("" if last else "/"))
-    return re.compile("".join(out), re.DOTALL)
+    return linear_regex("".join(out))
 
 
 def split_glob(pattern: str, path: str = "/") -> tuple[str, str]:
@@ -259,12 +286,36 @@ def glob_files(paths: Iterable[str], pattern: str, path: str = "/") -> list[str]
 # ------------------------------------------------------------------------------------------- grep
 
 
-def compile_grep(pattern: str) -> re.Pattern[str]:
-    """Compile a grep regex; an invalid one is a ValueError saying so."""
+_RE2_REFUSED = (
+    (re.compile(r"\\[1-9]|\(\?P=|\\k<|\\g<"), "a backreference"),
+    (re.compile(r"\(\?<?[=!]"), "a lookahead or lookbehind"),
+    (re.compile(r"\(\?>"), "an atomic group"),
+    (re.compile(r"[*+?}][+]"), "a possessive quantifier"),
+    (re.compile(r"\(\?\("), "a conditional group"),
+)
+
+
+def compile_grep(pattern: str) -> Matcher:
+    """Compile a grep regex with RE2 (linear time in the text, whatever the pattern: F3).
+
+    A pattern RE2 refuses is a ValueError naming the construct (backreferences, lookaround, …) and
+    saying what to do; any other invalid pattern is a ValueError with the parser's reason.
+    """
+    if not isinstance(pattern, str):
+        raise ValueError(f"Invalid regular expression {pattern!r}: it must be a string")
     try:
-        return re.compile(pattern)
-    except re.error as exc:
-        raise ValueError(f"Invalid regular expression {pattern!r}: {exc}") from None
+        return re2.compile(pattern, _re2_options(False))
+    except re2.error as exc:
+        reason = exc.args[0].decode("utf-8", "replace") if exc.args and isinstance(exc.args[0], bytes) else str(exc)
+    for rx, what in _RE2_REFUSED:
+        found = rx.search(pattern)
+        if found:
+            raise ValueError(
+                f"Unsupported regular expression {pattern!r}: {what} ({found.group(0)!r}) is not supported; "
+                "grep uses RE2, which runs in linear time and has no backreferences or lookaround. "
+                "Rewrite the pattern without it (e.g. search a simpler pattern and read the file)."
+            ) from None
+    raise ValueError(f"Invalid regular expression {pattern!r}: {reason}") from None
 
 
 def grep_filter(glob: str | None) -> Callable[[str], bool]:
@@ -281,13 +332,20 @@ def grep_filter(glob: str | None) -> Callable[[str], bool]:
     return lambda rel: rx.fullmatch(rel.rsplit("/", 1)[-1]) is not None
 
 
-def grep_text(path: str, text: str, rx: re.Pattern[str]) -> list[GrepMatch]:
-    """Every line of ``text`` that ``rx`` matches (``re.search``); lines split on ``\\n`` only."""
+def grep_text(path: str, text: str, rx: Matcher) -> list[GrepMatch]:
+    """Every line of ``text`` that ``rx`` matches (``search``); lines split on ``\\n`` only.
+
+    Checks the walk's time limit and Stop every few thousand lines (F3).
+    """
+    from workbench.backends.guard import walk_tick
+
     lines = text.split("\n")
     if lines and lines[-1] == "":
         lines.pop()
     out: list[GrepMatch] = []
     for no, line in enumerate(lines, 1):
+        if not no & 0xFFF:
+            walk_tick(path)
         if line.endswith("\r"):
             line = line[:-1]
         if rx.search(line):

@@ -22,6 +22,7 @@ from workbench.backends.base import (
     FileNotFound,
     PathError,
 )
+from workbench.backends.guard import current_guard, hidden
 from workbench.backends.state import StateBackend
 from workbench.engine.middleware import AgentMiddleware, ToolContext
 from workbench.engine.tools import Tool, ToolOutcome, schema
@@ -52,6 +53,17 @@ def _error(e: Exception, path: str) -> ToolOutcome:
 
 def _plural(n: int, word: str) -> str:
     return f"{n} {word}" if n == 1 else f"{n} {word}s"
+
+
+def _left_out_note() -> str:
+    """P6: how many entries the call's rules left out of a search, and under which rule."""
+    guard = current_guard()
+    if guard is None or not guard.omitted:
+        return ""
+    total = sum(guard.omitted.values())
+    rules = "; ".join(f"{n} under '{rule}'" for rule, n in sorted(guard.omitted.items()))
+    return (f"\n[{_plural(total, 'entry')} left out: reading them is not allowed outright ({rules}). "
+            "To see one, name its path in read_file, which asks the user or is refused.]")
 
 
 def state_backend() -> StateBackend:
@@ -93,6 +105,13 @@ class FilesMiddleware(AgentMiddleware):
         self.max_results = max(1, int(max_results))
         self.max_listed = max(1, int(max_listed))
         self._tools = self._build_tools()
+
+    def _visible(self, path: str) -> bool:
+        """True if a search may show ``path``: under a tool call's guard, only what its rules allow
+        outright (P6, counted for the note); otherwise what ``readable`` allows."""
+        if current_guard() is not None:
+            return not hidden(path)
+        return self.readable(path)
 
     @classmethod
     def state_backend(cls) -> StateBackend:
@@ -143,14 +162,14 @@ class FilesMiddleware(AgentMiddleware):
             entries = await self.backend.list(path)
         except (PathError, ValueError) as e:
             return _error(e, path)
-        entries = [e for e in entries if self.readable(e.path)]
+        entries = [e for e in entries if self._visible(e.path)]
         if not entries:
-            return f"{path} is an empty directory."
+            return f"{path} is an empty directory." + _left_out_note()
         lines = [f"{e.path}/" if e.is_dir else f"{e.path} ({_plural(e.size, 'byte')})"
                  for e in entries[: self.max_listed]]
         if len(entries) > self.max_listed:
             lines.append(f"… {len(entries) - self.max_listed} more entries not shown; use glob to narrow down.")
-        return "\n".join(lines)
+        return "\n".join(lines) + _left_out_note()
 
     async def _read(self, args: dict[str, Any], ctx: ToolContext) -> ToolOutcome | str:
         path = args["path"]
@@ -202,25 +221,27 @@ class FilesMiddleware(AgentMiddleware):
     async def _glob(self, args: dict[str, Any], ctx: ToolContext) -> ToolOutcome | str:
         pattern, path = args["pattern"], args.get("path") or "/"
         try:
-            paths = [p for p in await self.backend.glob(pattern, path) if self.readable(p)]
+            paths = [p for p in await self.backend.glob(pattern, path) if self._visible(p)]
         except (PathError, ValueError) as e:
             return _error(e, path)
         if not paths:
-            return f"No files match {pattern!r} under {path}."
+            return f"No files match {pattern!r} under {path}." + _left_out_note()
         shown = paths[: self.max_listed]
         if len(paths) > len(shown):
             shown.append(f"… {len(paths) - len(shown)} more files not shown; use a narrower pattern.")
-        return "\n".join(shown)
+        return "\n".join(shown) + _left_out_note()
 
     async def _grep(self, args: dict[str, Any], ctx: ToolContext) -> ToolOutcome | str:
         pattern, path, glob = args["pattern"], args.get("path") or "/", args.get("glob")
         try:
-            matches = [m for m in await self.backend.grep(pattern, path, glob) if self.readable(m.path)]
+            found = await self.backend.grep(pattern, path, glob)
         except (PathError, ValueError) as e:
             return _error(e, path)
+        visible: dict[str, bool] = {}  # one verdict (and one count) per file, not per line
+        matches = [m for m in found if visible.setdefault(m.path, self._visible(m.path))]
         if not matches:
             where = f"{path} (files matching {glob!r})" if glob else path
-            return f"No matches for {pattern!r} under {where}."
+            return f"No matches for {pattern!r} under {where}." + _left_out_note()
         out = []
         for m in matches[: self.max_results]:
             text = m.text if len(m.text) <= MAX_GREP_TEXT else m.text[:MAX_GREP_TEXT] + "…"
@@ -228,4 +249,4 @@ class FilesMiddleware(AgentMiddleware):
         if len(matches) > self.max_results:
             out.append(f"… {len(matches) - self.max_results} more matches not shown "
                        f"(showing the first {self.max_results}); narrow the pattern, path or glob.")
-        return "\n".join(out)
+        return "\n".join(out) + _left_out_note()

@@ -25,10 +25,12 @@ rules in the thread's state; ``always: "project"`` also appends them to the work
 
 from __future__ import annotations
 
+import dataclasses
 import fnmatch
 import json
 import logging
 import re
+import unicodedata
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
@@ -39,7 +41,8 @@ import yaml
 from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 
 from workbench.atomic import write_text_atomic
-from workbench.backends.base import BackendRefusal, normalize, segment_regex
+from workbench.backends.base import BackendRefusal, Matcher, PathError, is_under, linear_regex, normalize, segment_regex
+from workbench.backends.guard import PathGuard, guarding
 from workbench.config import CONFIG_FILENAME, EFFECTS, PermissionRule, default_permission_rules, parse_config
 from workbench.engine.messages import ToolCall
 from workbench.engine.middleware import AgentMiddleware, CallTool, HookContext, Question, ToolContext
@@ -64,19 +67,25 @@ SESSION_KEY = "permission_rules"
 
 
 @lru_cache(maxsize=512)
-def _path_regex(pattern: str) -> re.Pattern[str]:
+def _path_regex(pattern: str) -> Matcher:
+    # RE2 (linear time): a pattern with many ``**`` costs microseconds, not seconds, a path (F3).
+    pattern = unicodedata.normalize("NFC", pattern)
     if not pattern.startswith("/"):
         pattern = "/**/" + pattern
     out: list[str] = []
     for seg in (s for s in pattern.split("/") if s not in ("", ".")):
         out.append("(?:/[^/]+)*" if seg == "**" else "/" + segment_regex(seg))
-    return re.compile("".join(out), re.DOTALL)
+    return linear_regex("".join(out))
 
 
 def _canonical(path: str) -> str:
-    """The normalized virtual path (``/a/../b`` → ``/b``), or the text as given if it isn't one."""
+    """The normalized virtual path (``/a/../b`` → ``/b``, NFC), or the text as given if it isn't one.
+
+    One spelling per path, so no rule is passed by writing a path differently (P5): ``.``/``..``,
+    doubled or trailing slashes, and Unicode normal forms (NFC, as macOS disks treat them alike).
+    """
     try:
-        return normalize(path)
+        return unicodedata.normalize("NFC", normalize(path))
     except BackendRefusal:
         return path
 
@@ -213,11 +222,63 @@ class PermissionsMiddleware(AgentMiddleware):
 
     # -------------------------------------------------------------------------------------- hooks
 
+    async def _symlink_verdicts(self, tool: Tool, arguments: Mapping[str, Any], ctx: ToolContext) -> list[Verdict]:
+        """Verdicts on the paths a call's paths lead to through symlinks (P5): a deny or ask there applies."""
+        backend = ctx.backend
+        if backend is None:
+            return []
+        resources = tool.resources(dict(arguments))
+        session = self.session_rules(ctx.state)
+        out: list[Verdict] = []
+        for action, named in resources:
+            if action == "invoke":
+                continue
+            try:
+                target = _canonical(await backend.target(named))
+            except (PathError, ValueError, OSError):
+                continue  # the backend refuses the path itself when the call runs
+            if target == _canonical(named):
+                continue
+            v = self.judge(action, target, tool=tool, has_paths=True, session=session)
+            out.append(dataclasses.replace(v, reason=f"{v.reason} ({_canonical(named)} is a symlink to it)"))
+        return out
+
+    def guard(self, verdicts: Sequence[Verdict], state: Mapping[str, Any], approved: bool) -> PathGuard:
+        """The rules as the backend applies them while the call runs, on the paths it really opens (P5, P6).
+
+        A path judged before the call (and approved, if it asked) goes ahead; any other path is judged
+        again: deny refuses, ask refuses too (it was not asked). Searches leave out what is not allowed
+        outright, except below a folder the person just approved reading.
+        """
+        session = self.session_rules(state)
+        cleared = {(v.action, v.target) for v in verdicts if v.effect == "allow" or (approved and v.effect == "ask")}
+        approved_reads = [v.target for v in verdicts if approved and v.effect == "ask" and v.action == "read"]
+
+        def refusal(action: str, path: str) -> str | None:
+            v = self.judge(action, path, has_paths=True, session=session)
+            if v.effect == "allow" or (action, v.target) in cleared:
+                return None
+            if v.effect == "deny":
+                return f"Denied: {v.reason}"
+            return (f"not approved: {v.reason}; the call reached this path through a symlink or a change on "
+                    "disk after it was checked. Call the tool again with this path to ask the user")
+
+        def hidden_by(path: str) -> str | None:
+            v = self.judge("read", path, has_paths=True, session=session)
+            if v.effect == "allow":
+                return None
+            if v.effect == "ask" and any(is_under(v.target, d) for d in approved_reads):
+                return None
+            return v.rule or v.reason
+
+        return PathGuard(refusal, hidden_by)
+
     async def wrap_tool_call(self, call: ToolCall, ctx: ToolContext, call_next: CallTool) -> ToolOutcome | NeedsApproval:
         tool = ctx.tool
         if tool is None:  # validated calls always have one; nothing to judge otherwise
             return await call_next(call, ctx)
         verdicts = self.judge_call(tool, call.arguments or {}, ctx.state)
+        verdicts += await self._symlink_verdicts(tool, call.arguments or {}, ctx)
         denied = [v for v in verdicts if v.effect == "deny"]
         if denied:
             return ToolOutcome.error("Denied: " + "; ".join(v.reason for v in denied)
@@ -232,7 +293,9 @@ class PermissionsMiddleware(AgentMiddleware):
                 shown = [v for v in asked if not (v.action == "invoke" and v.by_default)] or asked
                 shown.sort(key=lambda v: v.action == "invoke")
                 return NeedsApproval("; ".join(v.reason for v in shown), shown[0].rule)
-        return await call_next(call, ctx)
+        # The backend judges again what it really opens, while it opens it (P5: no TOCTOU).
+        with guarding(self.guard(verdicts, ctx.state, ctx.approved)):
+            return await call_next(call, ctx)
 
     async def on_decision(self, question: Question, decision: dict[str, Any], ctx: HookContext) -> None:
         """An approval with ``always`` ("session" or "project") becomes allow rules (P3).
