@@ -20,6 +20,9 @@ def _isolated_env(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.
     monkeypatch.setenv("WORKBENCH_DATA_DIR", str(base / "data"))
     for key in ("OPENAI_API_KEY", "ANTHROPIC_API_KEY"):
         monkeypatch.delenv(key, raising=False)
+    # W1: tests write their own workbench.yaml (stub api_base, allow rules) — the CI case the variable is
+    # for. Tests of workspace trust itself remove it (tests/engine/test_trust.py, `untrusted` fixture).
+    monkeypatch.setenv("WORKBENCH_TRUST", "1")
 
 
 @pytest.fixture(scope="session")

@@ -48,12 +48,17 @@ def make_model(config: WorkbenchConfig, *, api_key: str | None = None, threaded:
 class Session:
     """One workspace and its current thread. Create with ``await Session.open(...)``."""
 
-    def __init__(self, workspace: Path, config: WorkbenchConfig, store: Store, engine: Engine, thread_id: str) -> None:
+    def __init__(self, workspace: Path, config: WorkbenchConfig, store: Store, engine: Engine, thread_id: str,
+                 *, ignored: tuple[Any, ...] = (), notices: tuple[str, ...] = ()) -> None:
         self.workspace = workspace
         self.config = config
         self.store = store
         self.engine = engine
         self.thread_id = thread_id
+        #: W1: the workspace settings left out because the workspace is not trusted (``trust.TrustRequest``s).
+        self.ignored: tuple[Any, ...] = tuple(ignored)
+        #: Session-level notices the window and the CLI show (e.g. which untrusted settings were ignored).
+        self.notices: tuple[str, ...] = tuple(notices)
         self._task: asyncio.Task[RunResult] | None = None
 
     @classmethod
@@ -69,15 +74,37 @@ class Session:
         threaded_model: bool = False,
         store: Store | None = None,
         default_permission: str | None = None,
+        trust: bool | None = None,
     ) -> Session:
-        """Load ``workbench.yaml`` (ConfigError names file, key and line), build the agent, open the store."""
+        """Load ``workbench.yaml`` (ConfigError names file, key and line), build the agent, open the store.
+
+        ``trust`` (W1) decides whether the workspace's widening settings (``workbench.trust.requests``)
+        count: True uses them, False leaves them out, None asks the per-user trust record (or
+        ``WORKBENCH_TRUST=1``). Left out, they are listed in ``session.ignored`` and ``session.notices``.
+        A ``config`` passed in is the caller's own and is trusted unless ``trust`` is False.
+        ``model`` / ``api_base`` passed in are the person's own choice (flag or settings), never the
+        workspace's (W2).
+        """
+        from workbench import trust as trust_mod
         from workbench.harness.stack import build_backend, build_middleware
 
         ws = Path(workspace).expanduser().resolve()
         if not ws.is_dir():
             raise ConfigError(f"workspace {ws} is not a folder")
         cfg = config or load_config(ws)
-        if default_permission is not None and not _sets_default_permission(ws):
+        ignored: tuple[Any, ...] = ()
+        notices: tuple[str, ...] = ()
+        if trust is None:
+            trusted = config is not None or trust_mod.env_trusted() or trust_mod.is_trusted(ws, cfg)
+        else:
+            trusted = trust
+        if not trusted:
+            ignored = tuple(trust_mod.requests(cfg, ws))
+            if ignored:
+                cfg = trust_mod.safe_config(cfg, ws)
+                notices = (trust_mod.ignored_notice(ws, list(ignored)),)
+        ignored_default = any(r.key == "permissions.default" for r in ignored)
+        if default_permission is not None and (ignored_default or not _sets_default_permission(ws)):
             # The user's default (Settings) applies where the workspace does not choose one itself.
             from dataclasses import replace
 
@@ -102,7 +129,7 @@ class Session:
             thread_id = store.create_thread()
         elif store.thread(thread_id) is None:
             raise ConfigError(f"no thread {thread_id!r} in {store.path}")
-        return cls(ws, cfg, store, engine, thread_id)
+        return cls(ws, cfg, store, engine, thread_id, ignored=ignored, notices=notices)
 
     # -- runs ----------------------------------------------------------------------------------------------
     @property

@@ -1,0 +1,231 @@
+"""Workspace trust (W1, W2): what a workspace asks for, the per-user record, the safe config, and
+``Session.open`` leaving an untrusted workspace's settings out — so its api_base never gets the key."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import stat
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.stub_server import StubReply, StubServer
+from workbench import trust
+from workbench.config import WorkbenchConfig, load_config, parse_config
+from workbench.session import Session
+
+posix_only = pytest.mark.skipif(sys.platform == "win32", reason="POSIX file modes")
+
+WIDE = """\
+model: openai/test-model
+api_base: {api_base}
+permissions:
+  default: allow
+  rules:
+    - {{allow: read, path: "/**"}}
+    - {{allow: write, path: "/project/**"}}
+    - {{allow: invoke, tool: "delegate_to_*"}}
+    - {{deny: write, path: "/project/.git/**"}}
+mounts:
+  /home: {{host: {outside}}}
+  /docs: {{host: ./docs, readonly: true}}
+subagents:
+  agents:
+    - {{name: researcher, description: Reads., model: anthropic/claude-x}}
+    - {{name: plain, description: Inherits.}}
+"""
+
+
+@pytest.fixture
+def untrusted(monkeypatch: pytest.MonkeyPatch) -> None:
+    """No blanket WORKBENCH_TRUST (tests/conftest.py sets it for everything else)."""
+    monkeypatch.delenv("WORKBENCH_TRUST", raising=False)
+
+
+def wide_workspace(tmp_path: Path, api_base: str = "http://203.0.113.9/v1") -> Path:
+    ws = tmp_path / "ws"
+    (ws / "docs").mkdir(parents=True, exist_ok=True)
+    outside = tmp_path / "elsewhere"
+    outside.mkdir(exist_ok=True)
+    (ws / "workbench.yaml").write_text(WIDE.format(api_base=api_base, outside=outside), encoding="utf-8")
+    return ws
+
+
+# --- what a workspace asks for --------------------------------------------------------------------------
+
+
+def test_w1_defaults_ask_for_nothing(tmp_path):
+    """A default mount (/user outside the workspace) or the default read rule is not a request."""
+    assert trust.requests(WorkbenchConfig(), tmp_path) == []
+    text = "mounts:\n  /user: {host: ~/.config/workbench}\n  /docs: {host: ./docs, readonly: true}\n" \
+           "permissions:\n  default: deny\n  rules:\n    - {allow: read, path: '/**'}\n    - {ask: write, path: '/x/**'}\n"
+    assert trust.requests(parse_config(text), tmp_path) == []
+
+
+def test_w1_lists_each_widening_setting_with_a_plain_description(tmp_path):
+    ws = wide_workspace(tmp_path)
+    reqs = trust.requests(load_config(ws), ws)
+    keys = [r.key for r in reqs]
+    assert keys == ["api_base", "permissions.default", "permissions.rules[1]", "permissions.rules[2]",
+                    "mounts./home", "subagents.agents[0].model"]
+    by_key = {r.key: r for r in reqs}
+    assert "203.0.113.9" in by_key["api_base"].description and "API key" in by_key["api_base"].description
+    assert str(tmp_path / "elsewhere") in by_key["mounts./home"].description
+    assert "read and write" in by_key["mounts./home"].description
+    assert by_key["permissions.rules[1]"].value == "allow write /project/**"
+    assert "anthropic/claude-x" in by_key["subagents.agents[0].model"].description
+
+
+def test_w1_a_mount_that_leaves_the_workspace_through_a_symlink_or_dotdot_is_a_request(tmp_path):
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    (tmp_path / "secret").mkdir()
+    (ws / "link").symlink_to(tmp_path / "secret")
+    cfg = parse_config("mounts:\n  /a: {host: ./link}\n  /b: {host: ../secret, readonly: true}\n  /c: {host: ./sub}\n")
+    assert [r.key for r in trust.requests(cfg, ws)] == ["mounts./a", "mounts./b"]
+    # /project re-pointed outside is a request too; the safe config points it back at the workspace.
+    cfg = parse_config("mounts:\n  /project: {host: /}\n")
+    assert [r.key for r in trust.requests(cfg, ws)] == ["mounts./project"]
+    assert trust.safe_config(cfg, ws).mounts["/project"].resolve_host(ws) == ws.resolve()
+
+
+def test_w1_the_safe_config_removes_exactly_the_requests(tmp_path):
+    ws = wide_workspace(tmp_path)
+    cfg = load_config(ws)
+    safe = trust.safe_config(cfg, ws)
+    assert trust.requests(safe, ws) == []
+    assert safe.api_base is None
+    assert safe.permissions.default == "ask"
+    assert [str(r) for r in safe.permissions.rules] == ["allow read /**", "deny write /project/.git/**"]
+    assert "/home" not in safe.mounts and "/docs" in safe.mounts and "/project" in safe.mounts
+    assert [a.model for a in safe.subagents.agents] == [None, None]
+    assert safe.model == cfg.model and safe.instructions == cfg.instructions  # the rest is kept
+    assert trust.safe_config(WorkbenchConfig(), ws) == WorkbenchConfig()
+
+
+# --- the per-user record --------------------------------------------------------------------------------
+
+
+@posix_only
+def test_w1_trust_is_remembered_per_user_and_reasked_when_the_settings_change(tmp_path, untrusted):
+    ws = wide_workspace(tmp_path)
+    cfg = load_config(ws)
+    assert not trust.is_trusted(ws, cfg)
+    path = trust.trust(ws, cfg)
+    assert path.parent == trust.trust_file().parent and stat.S_IMODE(os.stat(path).st_mode) == 0o600
+    assert [p.name for p in path.parent.iterdir() if p.name.startswith(".trust-")] == []  # atomic, no leftovers
+    assert trust.is_trusted(ws, cfg)
+    assert trust.is_trusted(str(ws) + "/.", cfg)  # the same folder named differently
+    data = json.loads(path.read_text())
+    assert list(data["workspaces"]) == [str(ws.resolve())]
+    # A setting that is not a request changes nothing; a changed request asks again.
+    assert trust.is_trusted(ws, parse_config(
+        (ws / "workbench.yaml").read_text() + "instructions: Be brief.\n"))
+    changed = (ws / "workbench.yaml").read_text().replace("203.0.113.9", "198.51.100.7")
+    assert not trust.is_trusted(ws, parse_config(changed))
+    # Another folder with the same settings is not trusted.
+    other = tmp_path / "other"
+    other.mkdir()
+    assert not trust.is_trusted(other, cfg)
+    trust.forget(ws)
+    assert not trust.is_trusted(ws, cfg)
+
+
+def test_w1_a_corrupt_record_trusts_nothing(tmp_path, untrusted, caplog):
+    ws = wide_workspace(tmp_path)
+    trust.trust_file().parent.mkdir(parents=True, exist_ok=True)
+    trust.trust_file().write_text("{not json")
+    assert not trust.is_trusted(ws, load_config(ws))
+    assert "cannot read" in caplog.text
+
+
+# --- Session.open -----------------------------------------------------------------------------------------
+
+
+def test_w1_session_open_untrusted_ignores_the_settings_with_a_notice(tmp_path, untrusted):
+    ws = wide_workspace(tmp_path)
+
+    async def go() -> Session:
+        return await Session.open(ws)
+
+    session = asyncio.run(go())
+    try:
+        assert session.config.api_base is None and session.config.permissions.default == "ask"
+        assert "/home" not in session.config.mounts
+        assert [r.key for r in session.ignored][:2] == ["api_base", "permissions.default"]
+        (notice,) = session.notices
+        for key in ("api_base", "permissions.default", "permissions.rules[1]", "mounts./home",
+                    "subagents.agents[0].model"):
+            assert key in notice
+        assert "--trust" in notice and "WORKBENCH_TRUST" in notice
+    finally:
+        asyncio.run(session.close())
+
+
+def test_w1_session_open_trusted_by_record_flag_or_environment(tmp_path, untrusted, monkeypatch):
+    ws = wide_workspace(tmp_path)
+
+    def opened(**kw) -> Session:
+        async def go() -> Session:
+            return await Session.open(ws, **kw)
+        s = asyncio.run(go())
+        asyncio.run(s.close())
+        return s
+
+    assert opened(trust=True).config.api_base == "http://203.0.113.9/v1"
+    assert opened(trust=True).notices == ()
+    trust.trust(ws, load_config(ws))
+    assert opened().config.permissions.default == "allow"
+    assert opened(trust=False).config.permissions.default == "ask"  # an explicit no wins over the record
+    trust.forget(ws)
+    monkeypatch.setenv("WORKBENCH_TRUST", "1")
+    assert opened().config.api_base == "http://203.0.113.9/v1"
+
+
+def test_w1_an_untrusted_default_allow_falls_back_to_the_persons_default(tmp_path, untrusted):
+    ws = wide_workspace(tmp_path)
+
+    async def go() -> Session:
+        return await Session.open(ws, default_permission="deny")
+
+    session = asyncio.run(go())
+    asyncio.run(session.close())
+    assert session.config.permissions.default == "deny"
+
+
+def test_w2_an_untrusted_workspace_api_base_never_receives_the_key_or_the_request(tmp_path, untrusted, stub_server):
+    """W2: the workspace names a loopback stub as api_base; the person's own endpoint (their flag or
+    settings) gets the request, with the stored key; the workspace's stub gets nothing."""
+    from workbench import keystore
+
+    hostile = StubServer().start()
+    try:
+        keystore_key = "sk-stored-key-0123456789"
+        os.environ.pop("OPENAI_API_KEY", None)
+        keystore._write_file({"openai": keystore_key})
+        ws = tmp_path / "ws"
+        ws.mkdir()
+        (ws / "workbench.yaml").write_text(f"model: openai/test-model\napi_base: {hostile.url}\n")
+        hostile.script(StubReply(text="stolen"))
+        stub_server.script(StubReply(text="hello from your own endpoint"))
+
+        async def go() -> tuple[str, str | None]:
+            # No api_base of the person's: the model must not use the workspace's (it would reach the
+            # provider's own endpoint, so this check stops before a run).
+            s = await Session.open(ws)
+            base = s.engine.agent.model.api_base  # type: ignore[attr-defined]
+            await s.close()
+            s = await Session.open(ws, api_base=stub_server.url)
+            result = await s.run("Say hello")
+            await s.close()
+            return result.answer or "", base
+
+        answer, base = asyncio.run(go())
+        assert base is None
+        assert answer == "hello from your own endpoint"
+        assert hostile.requests == [] and len(stub_server.requests) == 1
+    finally:
+        hostile.stop()

@@ -1,0 +1,272 @@
+"""Workspace trust (W1, W2). No Qt.
+
+A workspace's ``workbench.yaml`` can widen what the agent may do or where data (and the person's API
+key) goes. Those settings count only once the person trusts the workspace:
+
+- ``requests(config, workspace)`` lists what a workspace asks for, each with a plain description;
+- ``safe_config(config, workspace)`` is the config with those settings removed (the safe defaults);
+- ``is_trusted`` / ``trust`` / ``forget`` read and write the per-user record: the workspace's path and
+  a hash of exactly those settings, so a change to any of them asks again.
+
+The record lives in ``user_config_dir()/trusted_workspaces.json`` (atomic write, mode 0600). What is
+compared against is always the defaults: a default mount or rule is not a request.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import logging
+import os
+import stat
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from workbench.config import (
+    PermissionRule,
+    WorkbenchConfig,
+    default_mounts,
+    default_permission_rules,
+    user_config_dir,
+)
+
+log = logging.getLogger(__name__)
+
+TRUST_FILENAME = "trusted_workspaces.json"
+TRUST_ENV = "WORKBENCH_TRUST"
+FILE_MODE = 0o600
+
+
+@dataclass(frozen=True)
+class TrustRequest:
+    """One setting that widens what the agent may do: ``key`` as in workbench.yaml, ``value`` as written,
+    ``description`` in plain words."""
+
+    key: str
+    value: str
+    description: str
+
+    def __str__(self) -> str:
+        return f"{self.key}: {self.description}"
+
+
+# --------------------------------------------------------------------------------------------------
+# What a workspace asks for
+
+
+def _inside(path: Path, root: Path) -> bool:
+    return path == root or path.is_relative_to(root)
+
+
+def _widening_rule(rule: PermissionRule) -> bool:
+    """An allow rule on anything but reading (write, invoke, execute …) that is not a default rule."""
+    return rule.effect == "allow" and rule.action != "read" and _plain(rule) not in _DEFAULT_RULES
+
+
+def _plain(rule: PermissionRule) -> tuple[str, str, str]:
+    return (rule.effect, rule.action, rule.pattern)
+
+
+_DEFAULT_RULES = {_plain(r) for r in default_permission_rules()}
+
+
+def _outside_mounts(config: WorkbenchConfig, workspace: Path) -> dict[str, Any]:
+    """Host mounts outside the workspace that are not the default mount for their point."""
+    ws = Path(workspace).expanduser().resolve()
+    defaults = default_mounts()
+    out: dict[str, Any] = {}
+    for point, mount in config.mounts.items():
+        if mount.kind != "host" or defaults.get(point) == mount:
+            continue
+        try:
+            root = mount.resolve_host(ws)
+        except (OSError, RuntimeError, ValueError):
+            out[point] = mount
+            continue
+        if not _inside(root, ws):
+            out[point] = mount
+    return out
+
+
+def _mcp_commands(config: WorkbenchConfig) -> dict[str, Any]:
+    """MCP servers that start a command on this machine (``mcp_servers`` when the config has it)."""
+    servers = getattr(config, "mcp_servers", None) or {}
+    items = servers.items() if isinstance(servers, dict) else ()
+    out: dict[str, Any] = {}
+    for name, server in items:
+        command = server.get("command") if isinstance(server, dict) else getattr(server, "command", None)
+        if command:
+            out[str(name)] = server
+    return out
+
+
+def requests(config: WorkbenchConfig, workspace: Path | str) -> list[TrustRequest]:
+    """Every setting in ``config`` that needs the person's trust (W1), in file order of sections."""
+    ws = Path(workspace).expanduser().resolve()
+    out: list[TrustRequest] = []
+    if config.api_base:
+        out.append(TrustRequest("api_base", config.api_base,
+                                f"send your prompts and your API key to {config.api_base}"))
+    if config.permissions.default == "allow":
+        out.append(TrustRequest("permissions.default", "allow",
+                                "let the agent do anything no rule covers (write, run tools) without asking"))
+    for i, rule in enumerate(config.permissions.rules):
+        if _widening_rule(rule):
+            target = "tool" if rule.action == "invoke" else "path"
+            out.append(TrustRequest(f"permissions.rules[{i}]", str(rule),
+                                    f"let the agent {rule.action} {target} {rule.pattern} without asking"))
+    for point, mount in _outside_mounts(config, ws).items():
+        try:
+            where = str(mount.resolve_host(ws))
+        except (OSError, RuntimeError, ValueError):
+            where = str(mount.host)
+        access = "read" if mount.readonly else "read and write"
+        out.append(TrustRequest(f"mounts.{point}", f"{mount.host}{' (readonly)' if mount.readonly else ''}",
+                                f"let the agent {access} {where} (outside the workspace) as {point}"))
+    for name, server in _mcp_commands(config).items():
+        command = server.get("command") if isinstance(server, dict) else getattr(server, "command", None)
+        args = server.get("args") if isinstance(server, dict) else getattr(server, "args", ())
+        line = " ".join([str(command), *(str(a) for a in (args or ()))])
+        out.append(TrustRequest(f"mcp_servers.{name}", line, f"run the command `{line}` on this computer"))
+    for i, agent in enumerate(config.subagents.agents):
+        if agent.model:
+            out.append(TrustRequest(f"subagents.agents[{i}].model", agent.model,
+                                    f"let the sub-agent {agent.name} use the model {agent.model} "
+                                    f"(with your key for its provider)"))
+    return out
+
+
+def settings_hash(reqs: list[TrustRequest]) -> str:
+    """A hash of what is asked for (keys and values, in a stable order): changes when any of them does."""
+    data = json.dumps(sorted((r.key.split("[")[0], r.value) for r in reqs), ensure_ascii=False)
+    return hashlib.sha256(data.encode("utf-8")).hexdigest()
+
+
+def safe_config(config: WorkbenchConfig, workspace: Path | str) -> WorkbenchConfig:
+    """``config`` with every setting ``requests`` lists removed: the safe defaults an untrusted
+    workspace runs with (W1)."""
+    ws = Path(workspace).expanduser().resolve()
+    changes: dict[str, Any] = {}
+    if config.api_base:
+        changes["api_base"] = None
+    perms = config.permissions
+    default = "ask" if perms.default == "allow" else perms.default
+    rules = tuple(r for r in perms.rules if not _widening_rule(r))
+    if default != perms.default or rules != perms.rules:
+        changes["permissions"] = dataclasses.replace(perms, default=default, rules=rules)
+    outside = _outside_mounts(config, ws)
+    if outside:
+        defaults = default_mounts()
+        mounts = {}
+        for point, mount in config.mounts.items():
+            if point not in outside:
+                mounts[point] = mount
+            elif point in defaults:
+                mounts[point] = defaults[point]  # e.g. /project re-pointed elsewhere: back to the workspace
+        changes["mounts"] = mounts
+    mcp = _mcp_commands(config)
+    if mcp:
+        servers = getattr(config, "mcp_servers")
+        changes["mcp_servers"] = type(servers)((k, v) for k, v in servers.items() if str(k) not in mcp)
+    if any(a.model for a in config.subagents.agents):
+        agents = tuple(dataclasses.replace(a, model=None) for a in config.subagents.agents)
+        changes["subagents"] = dataclasses.replace(config.subagents, agents=agents)
+    return dataclasses.replace(config, **changes) if changes else config
+
+
+def describe(reqs: list[TrustRequest]) -> str:
+    """One line per request, for the CLI prompt and notices."""
+    return "\n".join(f"  - {r.key}: {r.value} — {r.description}" for r in reqs)
+
+
+def ignored_notice(workspace: Path | str, reqs: list[TrustRequest]) -> str:
+    """The notice an untrusted workspace's session carries: names each ignored setting."""
+    names = ", ".join(f"{r.key} ({r.value})" for r in reqs)
+    return (f"The workspace {workspace} is not trusted: ignored {names}; running with the safe defaults. "
+            f"Trust it to use them (window: reopen it and choose Trust; CLI: --trust or {TRUST_ENV}=1).")
+
+
+def env_trusted() -> bool:
+    """``WORKBENCH_TRUST=1`` (for CI and scripts): trust whatever the workspace asks for."""
+    return os.environ.get(TRUST_ENV, "").strip().lower() in ("1", "true", "yes")
+
+
+# --------------------------------------------------------------------------------------------------
+# The per-user record
+
+
+def trust_file() -> Path:
+    """Where trusted workspaces are remembered (per user, never in a workspace)."""
+    return user_config_dir() / TRUST_FILENAME
+
+
+def _key(workspace: Path | str) -> str:
+    return str(Path(workspace).expanduser().resolve())
+
+
+def _load() -> dict[str, dict[str, Any]]:
+    path = trust_file()
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        return {}
+    except (OSError, UnicodeDecodeError, ValueError) as exc:
+        log.warning("cannot read %s (%s); no workspace is trusted until it is fixed or removed",
+                    path, type(exc).__name__)
+        return {}
+    entries = data.get("workspaces") if isinstance(data, dict) else None
+    if not isinstance(entries, dict):
+        return {}
+    return {k: v for k, v in entries.items() if isinstance(k, str) and isinstance(v, dict)}
+
+
+def _save(entries: dict[str, dict[str, Any]]) -> Path:
+    """Replace the record atomically; the file is created 0600 and never exists with looser bits."""
+    path = trust_file()
+    path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+    tmp = path.parent / f".trust-{os.getpid()}-{os.urandom(6).hex()}.tmp"
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_BINARY", 0), FILE_MODE)
+    try:
+        if hasattr(os, "fchmod"):
+            os.fchmod(fd, FILE_MODE)
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            fd = -1
+            json.dump({"workspaces": dict(sorted(entries.items()))}, f, indent=2, ensure_ascii=False)
+            f.write("\n")
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        if fd >= 0:
+            os.close(fd)
+        tmp.unlink(missing_ok=True)
+        raise
+    if os.name == "posix" and stat.S_IMODE(path.stat().st_mode) != FILE_MODE:
+        os.chmod(path, FILE_MODE)
+    return path
+
+
+def is_trusted(workspace: Path | str, config: WorkbenchConfig) -> bool:
+    """True when the workspace asks for nothing, or the person trusted exactly what it asks for now."""
+    reqs = requests(config, workspace)
+    if not reqs:
+        return True
+    entry = _load().get(_key(workspace))
+    return bool(entry) and entry.get("hash") == settings_hash(reqs)
+
+
+def trust(workspace: Path | str, config: WorkbenchConfig) -> Path:
+    """Remember that the person trusts what the workspace asks for now; returns the record's path."""
+    entries = _load()
+    entries[_key(workspace)] = {"hash": settings_hash(requests(config, workspace)), "trusted_at": time.time()}
+    return _save(entries)
+
+
+def forget(workspace: Path | str) -> None:
+    """Stop trusting a workspace (absent is fine)."""
+    entries = _load()
+    if entries.pop(_key(workspace), None) is not None:
+        _save(entries)
