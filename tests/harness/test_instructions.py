@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import os
+import time
+import tracemalloc
 from pathlib import Path
 from typing import Any
 
@@ -302,6 +305,127 @@ async def test_I5_backend_error_fails_the_step_and_recover_runs_it_again(tmp_pat
     again = await engine.recover("t")
     assert again.status == "done" and again.run_id == failed.run_id
     assert "Project rules." in model.requests[0].system
+
+
+def _hostile_files(project: Path) -> dict[str, str]:
+    """AGENTS.md files that are not UTF-8 text files, by virtual path, with a word their reason holds."""
+    made: dict[str, str] = {}
+
+    def put(name: str, data: bytes) -> None:
+        (project / name).mkdir()
+        (project / name / "AGENTS.md").write_bytes(data)
+
+    put("notepad", "\ufeffUse tabs.\r\n".encode("utf-16"))  # UTF-16 with its BOM, as Notepad saves it
+    made["/project/notepad/AGENTS.md"] = "UTF-8"
+    put("latin1", "Règles: café.\n".encode("latin-1"))
+    made["/project/latin1/AGENTS.md"] = "UTF-8"
+    put("binary", bytes(range(256)) * 4)
+    made["/project/binary/AGENTS.md"] = "UTF-8"
+    put("nul", b"looks like text\x00\x01\x02 but is not\n")  # valid UTF-8, yet binary
+    made["/project/nul/AGENTS.md"] = "binary"
+    (project / "folder" / "AGENTS.md").mkdir(parents=True)
+    made["/project/folder/AGENTS.md"] = "directory"
+    (project / "loop").mkdir()
+    os.symlink("AGENTS.md", project / "loop" / "AGENTS.md")
+    made["/project/loop/AGENTS.md"] = "loop"
+    if hasattr(os, "mkfifo"):
+        (project / "fifo").mkdir()
+        os.mkfifo(project / "fifo" / "AGENTS.md")  # nobody writes to it: a blocking read would hang
+        made["/project/fifo/AGENTS.md"] = "FIFO"
+    return made
+
+
+@pytest.mark.timeout(60)
+async def test_I5_files_that_are_not_utf8_text_files_are_skipped_reported_and_never_fail_runs(tmp_path, dirs):
+    hostile = _hostile_files(dirs[1])
+    (dirs[1] / "AGENTS.md").write_text("Good rules.")
+    paths = [*hostile, "/project/AGENTS.md"]
+    model = ScriptedModel([reply("one"), reply("two"), reply("three")])
+    engine = make(tmp_path, model, [InstructionsMiddleware(paths)], backend_for(dirs))
+    assert (await engine.run("t", "hi")).status == "done"
+    assert (await engine.run("t", "again")).status == "done"
+    assert (await engine.run("new-thread", "hi")).status == "done"  # new threads too
+    for request in model.requests:
+        assert "## /project/AGENTS.md\nGood rules." in request.system
+        assert not any(p in request.system for p in hostile)
+    for thread in ("t", "new-thread"):
+        docs = {d["path"]: d for d in reports(engine, thread)[0]["documents"]}
+        assert docs["/project/AGENTS.md"]["fate"] == "shown"
+        for path, word in hostile.items():
+            assert docs[path]["fate"] == "skipped", (path, docs[path])
+            assert word.lower() in docs[path]["reason"].lower(), (path, docs[path])
+
+
+async def test_I5_a_bom_counts_as_whitespace_is_never_shown_and_crlf_is_shown_as_lf(tmp_path, dirs):
+    (dirs[0] / "AGENTS.md").write_bytes(b"\xef\xbb\xbf")  # only a BOM
+    (dirs[1] / "AGENTS.md").write_bytes(b"\xef\xbb\xbf\r\nLine one.\r\nLine two.\r\n")
+    model = ScriptedModel([reply("ok")])
+    engine = make(tmp_path, model, [InstructionsMiddleware(PATHS)], backend_for(dirs))
+    assert (await engine.run("t", "hi")).status == "done"
+    system = model.requests[0].system
+    assert "\ufeff" not in system and "\r" not in system
+    assert "## /project/AGENTS.md\nLine one.\nLine two." in system
+    assert "/user/AGENTS.md" not in system
+    docs = {d["path"]: d for d in reports(engine)[0]["documents"]}
+    assert docs["/user/AGENTS.md"]["fate"] == "skipped" and "whitespace" in docs["/user/AGENTS.md"]["reason"]
+    assert docs["/project/AGENTS.md"]["fate"] == "shown"
+
+
+# -- F3: bounded reads -------------------------------------------------------------------------------------
+class _CountingReads:
+    """Wraps a backend and records how many characters each read handed back."""
+
+    def __init__(self, inner: Any) -> None:
+        self.inner = inner
+        self.returned: list[tuple[str, str, int]] = []
+
+    async def read(self, path: str) -> str:
+        text = await self.inner.read(path)
+        self.returned.append(("read", path, len(text)))
+        return text
+
+    async def read_head(self, path: str, max_bytes: int) -> tuple[str, bool]:
+        text, cut = await self.inner.read_head(path, max_bytes)
+        self.returned.append(("read_head", path, len(text)))
+        return text, cut
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.inner, name)
+
+
+async def test_F3_a_huge_agents_md_is_read_only_up_to_4x_max_file_tokens_bytes_and_marked_cut(tmp_path, dirs):
+    big = dirs[1] / "AGENTS.md"
+    with big.open("w") as f:  # 32 MB of text, written in chunks (never one 32 MB string)
+        for _ in range(32):
+            f.write("rule " * (1024 * 1024 // 5))
+    backend = _CountingReads(backend_for(dirs))
+    model = ScriptedModel([reply("ok")])
+    engine = make(tmp_path, model, [InstructionsMiddleware(PATHS, max_file_tokens=500)], backend)
+    tracemalloc.start()
+    try:
+        started = time.perf_counter()
+        assert (await engine.run("t", "hi")).status == "done"
+        elapsed = time.perf_counter() - started
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert max(n for _, _, n in backend.returned) <= 4 * 500, backend.returned
+    assert peak < 8 * 1024 * 1024, f"a 32 MB AGENTS.md cost {peak} bytes"
+    assert elapsed < 5, elapsed
+    assert "[… cut: file over max_file_tokens (500)]" in model.requests[0].system
+    doc = reports(engine)[0]["documents"][1]
+    assert doc["fate"] == "cut" and doc["shown_tokens"] <= 500 and "2000 bytes" in doc["reason"]
+
+
+async def test_F3_a_file_just_over_the_byte_cap_but_under_the_token_bound_is_still_marked_cut(dirs):
+    (dirs[1] / "AGENTS.md").write_text("x" * 4001)  # 4001 bytes: over 4 × 1000, few tokens
+    report = await load_instructions(backend_for(dirs), ["/project/AGENTS.md"], max_file_tokens=1000)
+    (doc,) = report.documents
+    assert doc["fate"] == "cut" and "4000 bytes" in doc["reason"]
+    assert "[… cut: file over max_file_tokens (1000)]" in report.section.text
+    (dirs[1] / "AGENTS.md").write_text("x" * 4000)  # exactly at the cap: whole, not cut
+    (doc,) = (await load_instructions(backend_for(dirs), ["/project/AGENTS.md"], max_file_tokens=1000)).documents
+    assert doc["fate"] == "shown"
 
 
 # -- I6 ----------------------------------------------------------------------------------------------------

@@ -19,7 +19,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar
 
-from workbench.backends.base import BackendRefusal, FileNotFound
+from workbench.backends.base import BackendRefusal, FileNotFound, NotTextFile, looks_binary
 from workbench.engine.middleware import AgentMiddleware, HookContext, Section
 from workbench.engine.tokens import estimate_tokens, truncate_to_tokens
 
@@ -107,6 +107,15 @@ def _join(parts: Sequence[str]) -> str:
     return "\n\n".join(parts)
 
 
+async def _estimated_tokens_of_whole(backend: Any, path: str) -> int:
+    """A file's size in tokens, estimated from its byte size (it is too big to tokenize, F3); 0 if unknown."""
+    try:
+        info = await backend.stat(path)
+    except Exception:  # noqa: BLE001 - only the figure shown next to the file's name
+        return 0
+    return int(info.size) // 4
+
+
 async def load_instructions(
     backend: Any,
     paths: Sequence[str],
@@ -114,10 +123,13 @@ async def load_instructions(
     max_file_tokens: int = 4000,
     max_total_tokens: int = 8000,
 ) -> InstructionsReport:
-    """Read the files and build the bounded section (I1, I4, I5).
+    """Read the files and build the bounded section (I1, I4, I5, F3).
 
-    A missing or whitespace-only file is skipped, a refused one reported; a ``BackendIOError``
-    propagates (the step fails and ``recover`` runs it again).
+    Of each file at most ``4 × max_file_tokens`` bytes are read (``read_head``), before any
+    tokenizing: a longer file is shown cut. A missing or whitespace-only file (a BOM counts as
+    whitespace) is skipped; a refused one, and one that is not a UTF-8 text file (a directory,
+    FIFO, symlink loop, other encoding, binary), is skipped and reported with the reason; any
+    other ``BackendIOError`` propagates (the step fails and ``recover`` runs it again).
     """
     docs: list[dict[str, Any]] = []
     parts: list[str] = [GUIDE]
@@ -125,29 +137,43 @@ async def load_instructions(
     full = estimate_tokens(GUIDE) >= max_total_tokens
     file_marker = f"[… cut: file over max_file_tokens ({max_file_tokens})]"
     total_marker = f"[… cut: section over max_total_tokens ({max_total_tokens})]"
+    max_bytes = 4 * max_file_tokens
     for path in paths:
         if backend is None:
             docs.append(_doc(path, "skipped", reason="the agent has no file backend"))
             continue
         try:
-            raw = await backend.read(path)
+            raw, over_bytes = await backend.read_head(path, max_bytes)
         except FileNotFound:
             docs.append(_doc(path, "skipped", reason="missing"))
             continue
         except BackendRefusal as e:
             docs.append(_doc(path, "refused", reason=e.detail or str(e)))
             continue
+        except NotTextFile as e:
+            docs.append(_doc(path, "skipped", reason=e.detail or str(e)))
+            continue
+        if looks_binary(raw):
+            docs.append(_doc(path, "skipped", reason="binary content (a NUL byte), not text"))
+            continue
+        # A byte-order mark is never shown and counts as whitespace; CRLF is shown as LF (I5).
+        raw = raw.replace("\ufeff", "").replace("\r\n", "\n")
         if not raw.strip():
             docs.append(_doc(path, "skipped", reason="only whitespace"))
             continue
         body = raw.rstrip().lstrip("\r\n")
         tokens = estimate_tokens(body)
+        if over_bytes:
+            tokens = max(tokens, await _estimated_tokens_of_whole(backend, path))
         if full:
             docs.append(_doc(path, "left_out", tokens, reason=f"the section is full (max_total_tokens {max_total_tokens})"))
             continue
         heading = f"## {path}"
         text, cut = truncate_to_tokens(body, max_file_tokens)
         reasons = [f"over max_file_tokens ({max_file_tokens})"] if cut else []
+        if over_bytes:
+            cut = True
+            reasons = [f"over max_file_tokens ({max_file_tokens}): only its first {max_bytes} bytes were read"]
         block = _block(heading, text, file_marker if cut else None)
         if estimate_tokens(_join([*parts, block])) > max_total_tokens:
             # Cut further so the heading, the text and the marker fit in what the section has left.
