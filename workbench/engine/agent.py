@@ -8,16 +8,20 @@ a step that failed or was in flight at a crash, ``stop`` a run in flight.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import contextvars
 import json
 import logging
 import time
 import uuid
-from collections.abc import Callable, Mapping, Sequence
+from types import MappingProxyType
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from workbench.engine.events import ENVELOPE, Event
+from workbench.engine.frozen import ACTIVE_HOOK, freeze
+from workbench.engine.frozen import append as frozen_append
 from workbench.engine.messages import Message, ModelDelta, ModelRequest, ModelResponse, ToolCall
 from workbench.engine.middleware import (
     AgentMiddleware,
@@ -129,20 +133,26 @@ class _Runtime:
         self.unsaved_events: list[Event] = []
         self.tool_tasks: list[asyncio.Task[Any]] = []  # the calls in flight, cancelled by stop()
         self.outcomes: dict[str, ToolOutcome] | None = None  # finished calls of the message in flight
+        self._view: tuple[dict[str, Any], Mapping[str, Any]] | None = None
 
     @property
     def backend(self) -> Any:
         return self.agent.backend
 
     def state_view(self) -> Mapping[str, Any]:
-        return self.state
+        # M3: a read-only view; the values in it are frozen as they enter the state (write_state,
+        # append, _initial_state), so a read costs nothing however long the history is.
+        view = self._view
+        if view is None or view[0] is not self.state:
+            view = self._view = (self.state, MappingProxyType(self.state))
+        return view[1]
 
     def usage_view(self) -> dict[str, Usage]:
         pending = sum((u for _, u in self.calls), Usage())
         return {"run": self.run_usage + pending, "thread": self.thread_usage + pending}
 
     def write_state(self, key: str, value: Any) -> None:
-        self.state[key] = value
+        self.state[key] = freeze(value, key)
 
     def emit(self, type: str, **data: Any) -> Event:
         """Publish an event now; a durable one is numbered now and stored with the next checkpoint."""
@@ -179,7 +189,7 @@ class _Runtime:
         return list(parsed)
 
     def append(self, message: Message) -> None:
-        self.state[MESSAGES].append(message.to_dict())
+        frozen_append(self.state[MESSAGES], message.to_dict(), MESSAGES)
 
 
 class Engine:
@@ -313,7 +323,7 @@ class Engine:
         state = {k: _copy(v) for k, v in self.agent.state_defaults.items()}
         if stored:
             state.update(stored)
-        return state
+        return {k: freeze(v, k) for k, v in state.items()}  # M3: hooks get read-only values
 
     async def _guard(self, rt: _Runtime, body: Any) -> RunResult:
         """Run a loop body; every way it can end becomes a RunResult, and the thread stays usable."""
@@ -346,7 +356,8 @@ class Engine:
         text = rt.input
         for mw in self.agent.middleware:
             if overrides(mw, "before_agent"):
-                out = await mw.before_agent(text, HookContext(rt, mw))
+                with _active(mw.name):
+                    out = await mw.before_agent(text, HookContext(rt, mw))
                 if isinstance(out, Block):
                     return await self._finish(rt, "failed", error=f"{mw.name} blocked the input: {out.reason}")
                 if isinstance(out, str):
@@ -364,7 +375,8 @@ class Engine:
         for q in questions:
             rt.emit("interrupt_answered", id=q.id, kind=q.kind, decision=rt.answers[q.id]["decision"])
             for mw in self.agent.middleware:
-                await mw.on_decision(q, rt.answers[q.id], HookContext(rt, mw))
+                with _active(mw.name):
+                    await mw.on_decision(q, rt.answers[q.id], HookContext(rt, mw))
         if pending.get("phase") == "model":
             rt.step -= 1  # the suspended step re-runs from its model call, now with the answers in
             return await self._steps(rt)
@@ -419,15 +431,20 @@ class Engine:
     async def _complete(self, rt: _Runtime, answer: str) -> RunResult:
         for mw in reversed(self.agent.middleware):
             if overrides(mw, "after_agent"):
-                out = await mw.after_agent(answer, HookContext(rt, mw))
+                with _active(mw.name):
+                    out = await mw.after_agent(answer, HookContext(rt, mw))
                 if isinstance(out, Block):
                     for key, value in rt.turn_snapshot.items():  # M9/T7: restore keys that ask for it
-                        rt.state[key] = value
-                    # The blocked answer must not be shown nor sent back on the next turn.
-                    last = rt.state[MESSAGES][-1]
+                        rt.write_state(key, value)
+                    # The blocked answer must not be shown nor sent back on the next turn. It is not
+                    # committed yet (the step's checkpoint comes with _finish): replaced, not rewritten.
+                    history = rt.state[MESSAGES]
+                    last = history[-1]
                     if last.get("role") == "assistant":
-                        last["content"] = f"[answer withheld: {out.reason}]"
-                        last.setdefault("meta", {})["blocked"] = True
+                        withheld = {**last, "content": f"[answer withheld: {out.reason}]",
+                                    "meta": {**(last.get("meta") or {}), "blocked": True}}
+                        list.__setitem__(history, -1, freeze(withheld, MESSAGES))
+                        rt._parsed = None
                     return await self._finish(rt, "failed", answer="", keep_state=True,
                                               error=f"{mw.name} blocked the output: {out.reason}")
         return await self._finish(rt, "done", answer=answer)
@@ -438,7 +455,9 @@ class Engine:
         others: list[Section] = []
         for mw in self.agent.middleware:
             if overrides(mw, "sections"):
-                for s in await mw.sections(HookContext(rt, mw)):
+                with _active(mw.name):
+                    found = await mw.sections(HookContext(rt, mw))
+                for s in found:
                     (cacheable if s.cacheable else others).append(s)
         sections = cacheable + others
         limit = self.agent.max_prompt_section_tokens
@@ -641,14 +660,15 @@ class Engine:
     def _remember_rejection(self, rt: _Runtime, call: ToolCall) -> None:
         rejected = dict(rt.state.get("_rejected", {}))
         rejected = {rt.run_id: [*rejected.get(rt.run_id, []), _signature(call)]}  # only this run's matter
-        rt.state["_rejected"] = rejected
+        rt.write_state("_rejected", rejected)
 
     def _tool_chain(self, tool: Tool, held: bool = False) -> Callable[[ToolCall, ToolContext], Any]:
         async def innermost(call: ToolCall, ctx: ToolContext) -> ToolOutcome | NeedsApproval:
             if held:
                 raise _Held()
             try:
-                result = await tool.func(call.arguments or {}, ctx.bound(tool.owner))
+                with _active(f"{tool.owner.name} (tool {tool.name})" if tool.owner else f"tool {tool.name}"):
+                    result = await tool.func(call.arguments or {}, ctx.bound(tool.owner))
             except (Fatal, Suspend, RunError):
                 raise
             except WorkbenchError as e:
@@ -735,7 +755,7 @@ class Engine:
             # Before the run's first checkpoint (in before_agent) that is the thread's state before the turn.
             cp = self.store.latest_checkpoint(rt.thread_id)
             same = cp is not None and cp.run_id == rt.run_id
-            state = cp.state if cp is not None else self._initial_state(None)
+            state = {k: freeze(v, k) for k, v in cp.state.items()} if cp is not None else self._initial_state(None)
             step = cp.step if same else rt.step
             if same and cp.status == "interrupted" and cp.pending.get("phase") == "model":
                 step -= 1  # the suspended step never ended: recover() runs it again under its number
@@ -777,16 +797,28 @@ class _Held(Suspend):
 
 def _bind_model(mw: AgentMiddleware, call_next: Any, ctx: HookContext) -> Any:
     async def call(request: ModelRequest) -> ModelResponse:
-        return await mw.wrap_model_call(request, call_next, ctx)
+        with _active(mw.name):
+            return await mw.wrap_model_call(request, call_next, ctx)
 
     return call
 
 
 def _bind_tool(mw: AgentMiddleware, call_next: Any) -> Any:
     async def call(tool_call: ToolCall, ctx: ToolContext) -> Any:
-        return await mw.wrap_tool_call(tool_call, ctx.bound(mw), call_next)
+        with _active(mw.name):
+            return await mw.wrap_tool_call(tool_call, ctx.bound(mw), call_next)
 
     return call
+
+
+@contextlib.contextmanager
+def _active(name: str) -> Iterator[None]:
+    """Name the hook running now (M3: a read-only state error names it); nested wrappers stack."""
+    token = ACTIVE_HOOK.set(name)
+    try:
+        yield
+    finally:
+        ACTIVE_HOOK.reset(token)
 
 
 def _with_call(usage: Usage) -> Usage:
