@@ -1,11 +1,30 @@
-"""Stand-ins the tests share: a backend whose reads fail on demand, an in-memory OS keyring."""
+"""Stand-ins the tests share: a backend whose reads fail on demand, an in-memory OS keyring, and
+``until``, the one way an asyncio test polls for a condition (with a deadline, checking it)."""
 
 from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Callable
+from typing import Any
 
 from keyring.backend import KeyringBackend
 from keyring.errors import PasswordDeleteError
 
 from workbench.backends.base import BackendIOError, FileBackend, FileInfo, GrepMatch
+
+
+async def until(predicate: Callable[[], Any], timeout: float = 10.0, what: str = "the condition") -> Any:
+    """Poll ``predicate`` on the running loop until it is truthy and return its value; an
+    AssertionError naming ``what`` once ``timeout`` seconds pass (a poll never runs blind rounds)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = predicate()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout} s waiting for {what}")
+        await asyncio.sleep(0.005)
 
 
 class FailingReads(FileBackend):

@@ -8,6 +8,9 @@ from importlib.resources import as_file, files
 from workbench.engine.models.demo import ANSWER, DemoModel
 from workbench.session import Session
 
+MAX_ROUNDS = 20
+"""More approval rounds than the demo ever asks for."""
+
 
 def demo_workspace(tmp_path):
     with as_file(files("workbench.resources") / "demo") as src:
@@ -18,9 +21,12 @@ def demo_workspace(tmp_path):
 async def play(session: Session):
     result = await session.run("Show me what you can do")
     kinds = []
-    while result.status == "interrupted":
+    for _ in range(MAX_ROUNDS):  # bounded: an engine that kept asking would fail, not hang
+        if result.status != "interrupted":
+            break
         kinds += [(q.kind, q.payload.get("tool")) for q in result.pending]
         result = await session.resume({q.id: "approve" for q in result.pending})
+    assert result.status != "interrupted", f"still asking after {MAX_ROUNDS} rounds"
     return result, kinds
 
 
@@ -46,7 +52,9 @@ async def test_demo_is_deterministic_and_rejection_does_not_stop_it(tmp_path):
     ws = demo_workspace(tmp_path)
     session = await Session.open(ws, model=DemoModel(chunk_delay=0))
     result = await session.run("go")
-    while result.status == "interrupted":
+    for _ in range(MAX_ROUNDS):
+        if result.status != "interrupted":
+            break
         result = await session.resume({q.id: {"decision": "reject", "message": "not now"} for q in result.pending})
     assert result.status == "done" and result.answer == ANSWER
     assert not (ws / "notes.md").exists()

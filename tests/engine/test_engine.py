@@ -7,6 +7,7 @@ from typing import Any
 
 import pytest
 
+from tests.fakes import until
 from workbench.engine.agent import Agent, Engine
 from workbench.engine.messages import ModelDelta, ModelRequest, ModelResponse
 from workbench.engine.middleware import AgentMiddleware, Block, Section
@@ -57,10 +58,7 @@ async def test_R1_every_step_ends_with_a_checkpoint_readable_from_another_connec
     model = Hanging([tool_reply(("echo", {"x": "a"})), reply("never")])
     engine = make(tmp_path, model)
     task = asyncio.ensure_future(engine.run("t", "go"))
-    for _ in range(200):
-        await asyncio.sleep(0.005)
-        if model.calls >= 2:
-            break
+    await until(lambda: model.calls >= 2, what="step 2's model call")
     other = Store.for_workspace(tmp_path)  # what a restarted process would see
     cp = other.latest_checkpoint("t")
     assert cp is not None and cp.step == 1 and cp.status == "running"
@@ -183,8 +181,7 @@ async def test_R6_stop_mid_stream_ends_aborted_with_the_partial_answer(tmp_path)
     engine = make(tmp_path, Slow())
     rec = Recorder(engine)
     task = asyncio.ensure_future(engine.run("t", "go"))
-    while "model_delta" not in rec.types() or len([t for t in rec.types() if t == "model_delta"]) < 2:
-        await asyncio.sleep(0.01)
+    await until(lambda: rec.types().count("model_delta") >= 2, what="two model_delta events")
     assert engine.stop("t")
     result = await task
     assert result.status == "aborted"

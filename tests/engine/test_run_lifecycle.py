@@ -15,6 +15,7 @@ from typing import Any
 
 import pytest
 
+from tests.fakes import until
 from workbench.engine.agent import Agent, Engine
 from workbench.engine.messages import Message
 from workbench.engine.middleware import AgentMiddleware, Block
@@ -201,11 +202,8 @@ async def test_recover_after_a_crash_continues_from_the_running_checkpoint_witho
 
     first = make(tmp_path, Hangs([tool_reply(("echo", {"x": "a"})), reply("never")]))
     task = asyncio.ensure_future(first.run("t", "go"))
-    for _ in range(400):
-        await asyncio.sleep(0.005)
-        cp = first.store.latest_checkpoint("t")
-        if cp is not None and cp.step == 1:
-            break
+    await until(lambda: (cp := first.store.latest_checkpoint("t")) is not None and cp.step == 1,
+                what="step 1's checkpoint")
     # A new process: its own store connection and engine; the old one never writes again.
     model = ScriptedModel([reply("finished")])
     second = make(tmp_path, model, store=Store.for_workspace(tmp_path))

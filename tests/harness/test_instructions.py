@@ -20,8 +20,11 @@ from workbench.engine.models.scripted import ScriptedModel, reply, tool_reply
 from workbench.engine.store import Store
 from workbench.engine.tokens import estimate_tokens
 from workbench.engine.tools import NeedsApproval, Tool, schema
+from workbench.config import PermissionRule
 from workbench.errors import ModelError
+from workbench.harness.files import FilesMiddleware
 from workbench.harness.instructions import GUIDE, InstructionsMiddleware, load_instructions
+from workbench.harness.permissions import PermissionsMiddleware
 
 PATHS = ["/user/AGENTS.md", "/project/AGENTS.md"]
 
@@ -163,10 +166,6 @@ async def test_I2_a_recovered_run_reads_again(tmp_path, dirs):
 
 # -- I3 ----------------------------------------------------------------------------------------------------
 def _files_middleware(backend: Any) -> AgentMiddleware:
-    try:
-        from workbench.harness.files import FilesMiddleware
-    except ImportError as e:  # pragma: no cover - written by another engineer
-        pytest.skip(f"workbench.harness.files is not available yet ({e}); I3 needs edit_file")
     return FilesMiddleware(backend)
 
 
@@ -197,11 +196,6 @@ async def test_I3_a_read_only_mount_refuses_the_edit(tmp_path, dirs):
 
 
 async def test_I3_a_deny_rule_on_the_path_blocks_the_edit(tmp_path, dirs):
-    try:
-        from workbench.config import PermissionRule
-        from workbench.harness.permissions import PermissionsMiddleware
-    except ImportError as e:  # pragma: no cover - written by another engineer
-        pytest.skip(f"permissions are not available yet ({e})")
     agents = dirs[1] / "AGENTS.md"
     agents.write_text("Use tabs.\n")
     backend = backend_for(dirs)

@@ -194,10 +194,8 @@ async def test_a_budget_hold_is_decided_in_the_window(windows: Any, stub_workspa
                                                       stub_server: StubServer, qtbot: Any) -> None:
     from workbench.ui import approval_dialog
 
-    if approval_dialog._budget_module() is None:
-        import pytest
-
-        pytest.skip("workbench.ui.budget_dialog is not available")
+    # The full dialog must load: a broken budget_dialog fails this test rather than skipping it.
+    assert approval_dialog._budget_module() is not None, "workbench.ui.budget_dialog did not import"
     with (stub_workspace / "workbench.yaml").open("a") as f:
         f.write("budget:\n  - {scope: run, limit: {total_tokens: 100}, interrupt: true}\n"
                 "permissions:\n  rules:\n    - {allow: read, path: '/**'}\n")

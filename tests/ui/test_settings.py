@@ -19,7 +19,7 @@ from keyring.backends import fail
 from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QApplication, QDialogButtonBox, QFileDialog
 
-from tests.fakes import MemoryKeyring
+from tests.fakes import MemoryKeyring, until
 from tests.stub_server import StubReply
 from workbench import keystore
 from workbench.config import UserSettings, load_user_settings, user_config_dir, user_data_dir, user_settings_path
@@ -282,10 +282,8 @@ def test_closing_the_dialog_cancels_a_running_test(qtbot, workspace, keyring_bac
         dialog.test_button.click()
         task = dialog._test_task
         assert isinstance(task, asyncio.Task)
-        for _ in range(500):
-            await asyncio.sleep(0.01)
-            if "Testing" in dialog.test_label.text() and len(stub_server.requests) == 1:
-                break
+        await until(lambda: "Testing" in dialog.test_label.text() and len(stub_server.requests) == 1,
+                    what="the key test to reach the server")
         dialog.reject()
         with pytest.raises(asyncio.CancelledError):
             await asyncio.wait_for(task, 5)
