@@ -28,6 +28,7 @@ from workbench.backends.base import (
     strip_glob_prefix,
 )
 from workbench.backends.guard import mounted
+from workbench.backends.host import PROTECTED_REASON
 
 __all__ = ["CompositeBackend"]
 
@@ -216,8 +217,15 @@ class CompositeBackend(FileBackend):
                 if not subs:
                     continue
                 sub_glob = subs[0] if len(subs) == 1 else None
-            with self._translated(mount):
-                hits = await self._mounts[mount].grep(pattern, "/", sub_glob)
+            try:
+                with self._translated(mount):
+                    hits = await self._mounts[mount].grep(pattern, "/", sub_glob)
+            except FileNotFound:
+                continue  # a mount whose folder does not exist (yet): search what exists
+            except BackendRefusal as exc:
+                if exc.detail != PROTECTED_REASON:
+                    raise
+                continue  # a mount of a protected folder is invisible to searches (F4)
             for m in hits:
                 p = self._outer(mount, m.path)
                 if self._mount_of(p) != mount or (whole_path_glob and not keep(relative(p, v))):

@@ -149,10 +149,10 @@ class HostBackend(FileBackend):
         rel = v.lstrip("/")
         joined = os.path.join(self._root, *rel.split("/")) if rel else self._root
         real = os.path.realpath(joined)
-        if not self._inside(real):
-            raise BackendRefusal(v, "path resolves outside the root (through a symlink)")
         if self._is_protected(real) or self._is_protected(joined):
             raise BackendRefusal(v, PROTECTED_REASON)
+        if not self._inside(real):
+            raise BackendRefusal(v, "path resolves outside the root (through a symlink)")
         # Judge the path as named and as the path the backend will open: a symlink in the root
         # must not lead around a rule (P5). ``real`` is what the caller opens next.
         check(action, v)

@@ -21,16 +21,33 @@ from workbench.config import WorkbenchConfig
 from workbench.engine.middleware import AgentMiddleware
 
 
+def protected_paths(workspace: Path, store_path: Path) -> list[Path]:
+    """Host paths no tool, rule or mount may open (F4): the workspace's ``.workbench/`` (the thread
+    store), the store file wherever it lies, the folder of the API keys and the legacy key file."""
+    from workbench.keystore import key_folder, legacy_keys_file
+
+    store = Path(store_path)
+    return [
+        Path(workspace) / ".workbench",
+        store,
+        *(store.with_name(store.name + suffix) for suffix in ("-wal", "-shm", "-journal")),
+        key_folder(),
+        legacy_keys_file(),
+    ]
+
+
 def build_backend(config: WorkbenchConfig, workspace: Path, store_path: Path) -> CompositeBackend:
-    """The composite backend with every configured mount (F1)."""
+    """The composite backend with every configured mount (F1); every host mount hides the
+    protected paths (F4), even when it is one of their parent folders."""
     from workbench.harness.files import FilesMiddleware
 
+    protected = protected_paths(workspace, store_path)
     mounts: dict[str, FileBackend] = {}
     for point, mount in config.mounts.items():
         backend: FileBackend
         if mount.kind == "host":
             root = mount.resolve_host(workspace)
-            backend = HostBackend(root, readonly=mount.readonly)
+            backend = HostBackend(root, readonly=mount.readonly, protected=protected)
         elif mount.kind == "store":
             backend = StoreBackend(store_path, namespace=point)
         else:
