@@ -106,6 +106,13 @@ def _parser() -> argparse.ArgumentParser:
         "or reject all (default: ask)",
     )
     decide.add_argument(
+        "--trust",
+        action="store_true",
+        help="trust the workspace's workbench.yaml for this run (its api_base, allow rules, mounts outside "
+        "it, MCP commands, sub-agent models); same as WORKBENCH_TRUST=1. Without it a terminal asks, "
+        "else those settings are ignored",
+    )
+    decide.add_argument(
         "--budget-approve",
         choices=("ask", "yes", "no"),
         default="ask",
@@ -603,12 +610,15 @@ async def _run_async(workspace: Path, args: argparse.Namespace) -> int:
     output = _Output(args.json)
     interactive = bool(sys.stdin is not None and sys.stdin.isatty())
     decider = _Decider(args.approve, args.budget_approve, interactive=interactive, output=output)
+    trusted = _trust_decision(workspace, args, interactive=interactive)
     if args.command == "run":
         if args.model is not None and not args.model.strip():
             raise UsageError("--model: expected a model name such as openai/gpt-4.1-mini")
-        session = await _open(workspace, args.thread, model=args.model, api_base=args.api_base)
+        session = await _open(workspace, args.thread, model=args.model, api_base=args.api_base, trust=trusted)
     else:
-        session = await _open(workspace, args.thread)
+        session = await _open(workspace, args.thread, trust=trusted)
+    for notice in session.notices:
+        _err(f"workbench: {notice}")
     try:
         unsubscribe = session.subscribe(output.on_event, replay=False)
         try:
@@ -617,6 +627,47 @@ async def _run_async(workspace: Path, args: argparse.Namespace) -> int:
             unsubscribe()
     finally:
         await session.close()
+
+
+def _trust_decision(workspace: Path, args: argparse.Namespace, *, interactive: bool) -> bool | None:
+    """W1: whether the workspace's widening settings count for this run.
+
+    ``--trust`` or ``WORKBENCH_TRUST=1``: yes. Nothing asked for, or trusted before with the same
+    settings: None (``Session.open`` finds that in the record). At a terminal: ask (y/N), listing
+    exactly what is asked for; yes is remembered. Otherwise: no (``Session.open`` ignores them and the
+    notice goes to stderr).
+    """
+    from workbench import trust
+    from workbench.config import load_config
+
+    if getattr(args, "trust", False) or trust.env_trusted():
+        return True
+    config = load_config(workspace)  # a bad file: ConfigError, exit 2
+    reqs = trust.requests(config, workspace)
+    if not reqs or trust.is_trusted(workspace, config):
+        return None
+    if not interactive:
+        return False
+    _err(f"The workspace {workspace} asks for settings that need your trust:\n{trust.describe(reqs)}")
+    previous = None
+    try:
+        previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    except ValueError:  # not the main thread
+        pass
+    try:
+        sys.stderr.write("Trust this workspace? [y/N] ")
+        sys.stderr.flush()
+        answer = sys.stdin.readline().strip().lower()  # Ctrl-C: KeyboardInterrupt, exit 3, nothing run
+    finally:
+        if previous is not None:
+            signal.signal(signal.SIGINT, previous)
+    if answer not in ("y", "yes"):
+        return False
+    try:
+        trust.trust(workspace, config)
+    except OSError as e:
+        _err(f"workbench: could not remember the trust ({e}); trusted for this run only")
+    return True
 
 
 async def _drive(
