@@ -93,6 +93,16 @@ def ensure_demo_workspace(target: Path | None = None) -> Path:
     return dest
 
 
+def is_demo_workspace(path: Path | str) -> bool:
+    """Whether ``path`` is the demo workspace this app copied to the user data folder (trusted, W1)."""
+    from workbench.config import user_data_dir
+
+    try:
+        return Path(path).expanduser().resolve() == (user_data_dir() / DEMO_FOLDER).resolve()
+    except (OSError, RuntimeError):
+        return False
+
+
 def any_api_key(model: str | None) -> bool:
     """Whether a key is found for ``model`` (or, with no model chosen, for any known provider)."""
     from workbench.secrets import ENV_VARS, lookup_api_key
@@ -121,25 +131,29 @@ def start_workspace(settings: Any, requested: str | None = None) -> tuple[Path, 
 
 
 def plug_panels(window: Any) -> None:
-    """Add the panels that exist (each module is optional): the Events dock for now; a module
-    ``workbench.ui.panels`` with ``install_panels(window)`` adds the others."""
-    from PySide6.QtCore import Qt
+    """Add the dock panels (G2) through ``workbench.ui.panels``: the Events dock, then the others.
 
+    Nothing fails silently: a panel whose module does not load gets a dock showing the error
+    (``panels.load_panel``); if ``workbench.ui.panels`` itself does not load, one "Panels" dock says so.
+    Both are logged with the traceback.
+    """
     try:
-        from workbench.ui.events_panel import EventsPanel
-    except ImportError:
-        EventsPanel = None  # noqa: N806
-    if EventsPanel is not None and window.dock("Events") is None:
-        panel = EventsPanel(window)
-        window.add_dock("Events", panel, Qt.DockWidgetArea.BottomDockWidgetArea, visible=False)
-        bridge = window.bridge
-        bridge.sig_thread_attached.connect(lambda _tid: panel.clear())
-        bridge.sig_event_received.connect(panel.add_event)
-    try:
-        from workbench.ui.panels import install_panels  # type: ignore[import-not-found]
-    except ImportError:
+        from workbench.ui import panels
+    except Exception as error:  # noqa: BLE001 - shown in the window, not dropped
+        from PySide6.QtWidgets import QLabel
+
+        log.error("The dock panels could not be loaded (workbench.ui.panels): %s: %s", type(error).__name__, error,
+                  exc_info=True)
+        message = (f"The dock panels could not be loaded: importing workbench.ui.panels failed with "
+                   f"{type(error).__name__}: {error}. See the log for the traceback.")
+        label = QLabel(message)
+        label.setObjectName("panelLoadErrorText")
+        label.setWordWrap(True)
+        window.panel_errors = {"Panels": message}
+        window.add_dock("Panels", label)
         return
-    install_panels(window)
+    panels.install_events_panel(window)
+    panels.install_panels(window)
 
 
 # ------------------------------------------------------------------------------------------------

@@ -256,6 +256,27 @@ class Session:
         return self.store.threads()
 
     @staticmethod
+    def trust_requests(workspace: Path | str) -> list[Any]:
+        """W1: what the workspace's workbench.yaml asks for that the person has not trusted yet
+        (``trust.TrustRequest``s; empty when it asks for nothing, is trusted, or WORKBENCH_TRUST=1).
+        A bad file raises ConfigError, as ``open`` would."""
+        from workbench import trust
+
+        ws = Path(workspace).expanduser().resolve()
+        if trust.env_trusted():
+            return []
+        cfg = load_config(ws)
+        return [] if trust.is_trusted(ws, cfg) else trust.requests(cfg, ws)
+
+    @staticmethod
+    def trust_workspace(workspace: Path | str) -> None:
+        """W1: remember that the person trusts what the workspace asks for now (until it changes)."""
+        from workbench import trust
+
+        ws = Path(workspace).expanduser().resolve()
+        trust.trust(ws, load_config(ws))
+
+    @staticmethod
     def list_threads(workspace: Path | str) -> list[ThreadInfo]:
         """A workspace's threads, newest first, without loading its config or creating anything."""
         path = Path(workspace).expanduser().resolve() / ".workbench" / "threads.sqlite3"

@@ -61,9 +61,20 @@ def _inside(path: Path, root: Path) -> bool:
     return path == root or path.is_relative_to(root)
 
 
-def _widening_rule(rule: PermissionRule) -> bool:
-    """An allow rule on anything but reading (write, invoke, execute …) that is not a default rule."""
-    return rule.effect == "allow" and rule.action != "read" and _plain(rule) not in _DEFAULT_RULES
+def _widening_rule(rule: PermissionRule, config: WorkbenchConfig) -> bool:
+    """An allow rule on anything but reading (write, invoke, execute …) that is not a default rule.
+
+    Writing only inside a thread-state mount (``allow write /scratch/**``) reaches nothing outside the
+    thread, so it is not a request: asking for it would teach people to click Trust without reading.
+    """
+    if rule.effect != "allow" or rule.action == "read" or _plain(rule) in _DEFAULT_RULES:
+        return False
+    if rule.action == "write":
+        for point, mount in config.mounts.items():
+            if mount.kind == "state" and point != "/" and rule.pattern.startswith(point + "/") \
+                    and ".." not in rule.pattern:
+                return False
+    return True
 
 
 def _plain(rule: PermissionRule) -> tuple[str, str, str]:
@@ -114,7 +125,7 @@ def requests(config: WorkbenchConfig, workspace: Path | str) -> list[TrustReques
         out.append(TrustRequest("permissions.default", "allow",
                                 "let the agent do anything no rule covers (write, run tools) without asking"))
     for i, rule in enumerate(config.permissions.rules):
-        if _widening_rule(rule):
+        if _widening_rule(rule, config):
             target = "tool" if rule.action == "invoke" else "path"
             out.append(TrustRequest(f"permissions.rules[{i}]", str(rule),
                                     f"let the agent {rule.action} {target} {rule.pattern} without asking"))
@@ -154,7 +165,7 @@ def safe_config(config: WorkbenchConfig, workspace: Path | str) -> WorkbenchConf
         changes["api_base"] = None
     perms = config.permissions
     default = "ask" if perms.default == "allow" else perms.default
-    rules = tuple(r for r in perms.rules if not _widening_rule(r))
+    rules = tuple(r for r in perms.rules if not _widening_rule(r, config))
     if default != perms.default or rules != perms.rules:
         changes["permissions"] = dataclasses.replace(perms, default=default, rules=rules)
     outside = _outside_mounts(config, ws)

@@ -63,6 +63,14 @@ def test_w1_defaults_ask_for_nothing(tmp_path):
     text = "mounts:\n  /user: {host: ~/.config/workbench}\n  /docs: {host: ./docs, readonly: true}\n" \
            "permissions:\n  default: deny\n  rules:\n    - {allow: read, path: '/**'}\n    - {ask: write, path: '/x/**'}\n"
     assert trust.requests(parse_config(text), tmp_path) == []
+    # Writing only to thread state (/scratch) reaches nothing outside the thread; the demo asks nothing.
+    assert trust.requests(parse_config("permissions:\n  rules:\n    - {allow: write, path: /scratch/**}\n"),
+                          tmp_path) == []
+    demo = Path(__file__).resolve().parents[2] / "resources" / "demo"
+    assert trust.requests(load_config(demo), demo) == []
+    # ... but a state mount's name is no loophole when the rule climbs out of it.
+    assert len(trust.requests(parse_config("permissions:\n  rules:\n    - {allow: write, path: /scratch/../project/**}\n"),
+                              tmp_path)) == 1
 
 
 def test_w1_lists_each_widening_setting_with_a_plain_description(tmp_path):

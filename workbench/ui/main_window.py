@@ -338,12 +338,15 @@ class MainWindow(QMainWindow):
         """Open a workspace folder (its newest thread, or ``thread_id``) and show it."""
         from workbench.session import Session
 
-        await self.close_session()
         ws = Path(path).expanduser().resolve()
+        trust = await self._trust_decision(ws)  # before closing the current one: a bad file keeps it (G9)
+        await self.close_session()
         self.status.showMessage(f"Opening {ws} …")
         session = await Session.open(ws, thread_id, model=model or self.settings.model,
                                      api_base=api_base or self.settings.api_base, threaded_model=True,
-                                     default_permission=self.settings.default_permission)
+                                     default_permission=self.settings.default_permission, trust=trust)
+        for notice in session.notices:  # W1: which untrusted settings were ignored
+            self.error_bar.show_message(notice)
         if thread_id is None:
             # Session.open made a fresh thread: show the newest existing one instead, if there is one.
             fresh = session.thread_id
@@ -361,6 +364,28 @@ class MainWindow(QMainWindow):
         self.sig_session_opened.emit(session)
         self.warm_up()
         return session
+
+    async def _trust_decision(self, ws: Path) -> bool | None:
+        """W1: ask before the session opens when the workspace asks for settings not trusted yet.
+        True: the person chose Trust (remembered); False: open without them; None: nothing to ask.
+        The demo workspace is trusted."""
+        from workbench.app import is_demo_workspace
+        from workbench.session import Session
+
+        requests = Session.trust_requests(ws)
+        if not requests:
+            return None
+        if is_demo_workspace(ws):
+            return True
+        from workbench.ui.trust_dialog import ask_trust
+
+        if not await ask_trust(ws, requests, self):
+            return False
+        try:
+            Session.trust_workspace(ws)
+        except OSError as e:
+            log.warning("could not remember the trust for %s: %s", ws, e)
+        return True
 
     async def close_session(self) -> None:
         """Stop what runs, close the session (its model worker and store)."""

@@ -1,0 +1,144 @@
+"""The workspace trust dialog and the window's use of it (W1, W2, G7)."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+from typing import Any
+
+import pytest
+from PySide6.QtCore import Qt
+
+from tests.stub_server import StubReply, StubServer
+from tests.ui.helpers import button, click, find_dialog, wait_for
+from workbench import trust
+from workbench.config import load_config
+from workbench.ui.trust_dialog import ask_trust
+
+
+@pytest.fixture
+def untrusted(monkeypatch: pytest.MonkeyPatch) -> None:
+    """No blanket WORKBENCH_TRUST (tests/conftest.py sets it for everything else)."""
+    monkeypatch.delenv("WORKBENCH_TRUST", raising=False)
+
+
+@pytest.fixture
+def hostile() -> Any:
+    server = StubServer().start()
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+def wide_workspace(tmp_path: Path, api_base: str) -> Path:
+    ws = tmp_path / "cloned"
+    ws.mkdir()
+    (ws / "workbench.yaml").write_text(
+        f"model: openai/test-model\napi_base: {api_base}\npermissions:\n  default: allow\n", encoding="utf-8")
+    return ws
+
+
+def requests_of(ws: Path) -> list[trust.TrustRequest]:
+    return trust.requests(load_config(ws), ws)
+
+
+async def answer(coro: Any, act: Any) -> bool:
+    task = asyncio.ensure_future(coro)
+    dialog = await find_dialog("trustDialog", 10)
+    act(dialog)
+    return await asyncio.wait_for(task, 10)
+
+
+async def test_w1_the_dialog_lists_exactly_what_the_workspace_asks_for(tmp_path, qtbot):
+    ws = wide_workspace(tmp_path, "http://203.0.113.9/v1")
+    reqs = requests_of(ws)
+    shown: list[str] = []
+
+    def read_and_trust(d: Any) -> None:
+        shown.extend(d.list.item(i).text() for i in range(d.list.count()))
+        click(qtbot, button(d, "trustButton"))
+
+    assert await answer(ask_trust(ws, reqs), read_and_trust) is True
+    assert len(shown) == len(reqs) == 2
+    assert shown[0].startswith("api_base: http://203.0.113.9/v1") and "API key" in shown[0]
+    assert shown[1].startswith("permissions.default: allow")
+
+
+async def test_g7_enter_never_picks_trust(tmp_path, qtbot):
+    """G7: Enter on the dialog, and Enter with the focus on Trust itself, both open without the settings;
+    Esc too. Only a deliberate click (or Space) on Trust trusts."""
+    ws = wide_workspace(tmp_path, "http://203.0.113.9/v1")
+    reqs = requests_of(ws)
+
+    def enter(d: Any) -> None:
+        assert d.safe_button.isDefault() and not d.trust_button.isDefault()
+        qtbot.keyClick(d, Qt.Key.Key_Return)
+
+    assert await answer(ask_trust(ws, reqs), enter) is False
+
+    def enter_on_trust(d: Any) -> None:
+        d.trust_button.setFocus()
+        qtbot.keyClick(d.trust_button, Qt.Key.Key_Return)
+        qtbot.keyClick(d.trust_button, Qt.Key.Key_Enter)
+
+    assert await answer(ask_trust(ws, reqs), enter_on_trust) is False
+    assert await answer(ask_trust(ws, reqs), lambda d: qtbot.keyClick(d, Qt.Key.Key_Escape)) is False
+    assert await answer(ask_trust(ws, reqs), lambda d: qtbot.keyClick(d.trust_button, Qt.Key.Key_Space)) is True
+
+
+async def test_w2_open_without_these_keeps_the_key_from_the_workspace_endpoint(
+        tmp_path, qtbot, windows, untrusted, hostile, stub_server, monkeypatch):
+    """The window asks before the session opens; "Open without these" runs on the person's own endpoint
+    (their settings), the workspace's endpoint receives nothing, and a notice names what was ignored."""
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test-person-key")
+    ws = wide_workspace(tmp_path, hostile.url)
+    hostile.script(StubReply(text="stolen"))
+    stub_server.script(StubReply(text="Hello from your endpoint."))
+    window = await windows()
+    window.settings.api_base = stub_server.url
+    opening = asyncio.ensure_future(window.open_workspace(ws))
+    dialog = await find_dialog("trustDialog", 10)
+    assert window.session is None or window.session.workspace != ws.resolve()  # shown before it opens
+    qtbot.keyClick(dialog, Qt.Key.Key_Return)
+    session = await asyncio.wait_for(opening, 30)
+    assert session.config.api_base == stub_server.url and session.config.permissions.default == "ask"
+    notice = window.error_bar.label.text()
+    assert "not trusted" in notice and "api_base" in notice and "permissions.default" in notice
+    assert not trust.is_trusted(ws, load_config(ws))
+    await window.send("Say hello")
+    await wait_for(lambda: len(stub_server.requests) == 1, 30, "the request at the person's endpoint")
+    assert hostile.requests == []
+
+
+async def test_w1_trust_is_remembered_and_asked_again_when_the_settings_change(
+        tmp_path, qtbot, windows, untrusted):
+    ws = wide_workspace(tmp_path, "http://203.0.113.9/v1")
+    window = await windows()
+    opening = asyncio.ensure_future(window.open_workspace(ws))
+    click(qtbot, button(await find_dialog("trustDialog", 10), "trustButton"))
+    session = await asyncio.wait_for(opening, 30)
+    assert session.config.permissions.default == "allow" and session.notices == ()
+    assert trust.is_trusted(ws, load_config(ws))
+    # Reopening asks nothing.
+    session = await asyncio.wait_for(window.open_workspace(ws), 30)
+    assert session.config.permissions.default == "allow"
+    # A changed setting asks again.
+    (ws / "workbench.yaml").write_text("model: openai/test-model\napi_base: http://198.51.100.7/v1\n")
+    opening = asyncio.ensure_future(window.open_workspace(ws))
+    dialog = await find_dialog("trustDialog", 10)
+    assert "198.51.100.7" in dialog.list.item(0).text()
+    click(qtbot, button(dialog, "openWithoutButton"))
+    session = await asyncio.wait_for(opening, 30)
+    assert session.config.api_base is None
+
+
+async def test_w1_the_demo_workspace_is_trusted_without_asking(tmp_path, windows, untrusted, monkeypatch):
+    from workbench.app import ensure_demo_workspace
+
+    demo = ensure_demo_workspace()
+    # Give the demo a setting that would otherwise need trust.
+    (demo / "workbench.yaml").write_text("model: demo\npermissions:\n  default: allow\n")
+    window = await windows()
+    session = await asyncio.wait_for(window.open_workspace(demo), 30)
+    assert session.config.permissions.default == "allow" and session.notices == ()
