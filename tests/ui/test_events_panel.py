@@ -129,3 +129,41 @@ def test_activating_a_row_reports_its_event(panel, qtbot):
     with qtbot.waitSignal(panel.sig_event_activated, timeout=1000) as blocker:
         panel.view.activated.emit(index)
     assert blocker.args[0].type == "run_finished"
+
+
+# -- G2: the Events dock in the real window, fed by the real bridge ---------------------------------------
+async def test_G2_the_events_dock_is_connected_to_the_bridge_live_replayed_and_cleared(
+        windows, stub_workspace, stub_server, qtbot):
+    """Fails if ``plug_panels`` stopped connecting the Events panel (live events, replay or clear)."""
+    from tests.stub_server import StubReply
+    from tests.ui.helpers import wait_for
+    from workbench.app import plug_panels
+
+    window = await windows(stub_workspace)
+    plug_panels(window)
+    panel = window.dock("Events").widget()
+    assert isinstance(panel, EventsPanel)
+    stub_server.script(StubReply(text="Hello back."))
+    assert await window.send("hello") == "done"
+    thread = window.session.thread_id
+
+    def types(p: EventsPanel) -> list[str]:
+        return [e.type for e in p.model.events if e.thread_id == thread]
+
+    await wait_for(lambda: "run_finished" in types(panel), 5, "run_finished in the Events dock")
+    shown = types(panel)
+    assert shown[0] == "run_started" and "model_call_finished" in shown and shown[-1] == "run_finished"
+    assert all(e.durable for e in panel.model.events)  # live deltas are not listed
+
+    # A new thread: the dock clears (sig_thread_attached), nothing of the old thread stays.
+    await window.new_thread()
+    await wait_for(lambda: not types(panel), 5, "the Events dock to clear on a new thread")
+
+    # Another window on the same thread: the stored events replay into its dock.
+    reopened = await windows(stub_workspace)
+    plug_panels(reopened)
+    await reopened.switch_thread(thread)
+    again = reopened.dock("Events").widget()
+    await wait_for(lambda: types(again) == shown, 5, "the thread's events replayed into the Events dock")
+    for w in (window, reopened):  # their panels' file reads finish inside the test's loop
+        await w._settle_panels()

@@ -415,7 +415,7 @@ def _html(text: str) -> str:
 class BudgetHoldDialog(QDialog):
     """A budget hold (B3): spent vs limit, Continue or Stop with a reason."""
 
-    def __init__(self, question: Question, parent: QWidget | None = None) -> None:
+    def __init__(self, question: Question, parent: QWidget | None = None, load_error: str | None = None) -> None:
         super().__init__(parent)
         self.setObjectName("budget_hold_dialog")
         self.setWindowTitle("Budget reached")
@@ -427,6 +427,13 @@ class BudgetHoldDialog(QDialog):
         title.setWordWrap(True)
         title.setStyleSheet("font-weight: 600;")
         lay.addWidget(title)
+        if load_error:
+            note = QLabel(f"The full budget dialog (workbench.ui.budget_dialog) could not be loaded: {load_error}. "
+                          "This simple dialog decides instead; see the log for the traceback.", self)
+            note.setObjectName("budget_dialog_error")
+            note.setWordWrap(True)
+            note.setStyleSheet("color: #c0392b;")
+            lay.addWidget(note)
         details = QLabel(self._describe(question.payload))
         details.setObjectName("budget_details")
         details.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
@@ -501,13 +508,27 @@ async def ask_approvals(parent: QWidget | None, questions: Sequence[Question],
     return dict(dialog.decisions)
 
 
+_budget_error: str | None = None
+"""Why ``workbench.ui.budget_dialog`` did not load (shown in the simple dialog), else None."""
+
+
 def _budget_module() -> Any:
-    """``workbench.ui.budget_dialog`` (the full budget-hold dialog) when it is there, else None."""
+    """``workbench.ui.budget_dialog`` (the full budget-hold dialog), else None — never silently: a module
+    that fails to import is logged with its traceback and named in the simple dialog that stands in."""
+    global _budget_error
     try:
         from workbench.ui import budget_dialog
-    except ImportError:
+    except Exception as error:  # noqa: BLE001 - shown and logged, the simple dialog still decides
+        _budget_error = f"{type(error).__name__}: {error}"
+        log.error("The budget dialog (workbench.ui.budget_dialog) could not be loaded: %s; using the simple "
+                  "Continue/Stop dialog instead", _budget_error, exc_info=True)
         return None
-    return budget_dialog if hasattr(budget_dialog, "ask_budget_holds") else None
+    if not hasattr(budget_dialog, "ask_budget_holds"):
+        _budget_error = "it has no ask_budget_holds()"
+        log.error("The budget dialog (workbench.ui.budget_dialog) could not be used: %s", _budget_error)
+        return None
+    _budget_error = None
+    return budget_dialog
 
 
 async def ask_budget_holds(parent: QWidget | None, questions: Sequence[Question]) -> dict[str, dict[str, Any]] | None:
@@ -529,7 +550,7 @@ async def ask_budget_holds(parent: QWidget | None, questions: Sequence[Question]
 
 async def ask_budget_hold(parent: QWidget | None, question: Question) -> dict[str, Any] | None:
     """The simple budget-hold dialog: Continue → approve, Stop → reject with the reason; None if closed."""
-    dialog = BudgetHoldDialog(question, parent)
+    dialog = BudgetHoldDialog(question, parent, load_error=_budget_error)
     code = await _await_dialog(dialog)
     return dialog.decision if code == QDialog.DialogCode.Accepted else None
 

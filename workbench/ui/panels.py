@@ -3,20 +3,33 @@
 Every panel has the same two entry points: ``set_session(session)`` when a thread is attached (it
 rebuilds from the store) and ``handle_event(event)`` for each engine event the bridge forwards,
 replayed or live. Panels never poll the engine.
+
+Each panel's module is imported on its own: one that fails to import (or to build) takes only its
+own dock down, and never silently — its dock shows the error and the log has the traceback.
 """
 
 from __future__ import annotations
 
+import importlib
+import logging
+from collections.abc import Callable
 from typing import Any
 
 from PySide6.QtCore import Qt
+from PySide6.QtWidgets import QLabel, QVBoxLayout, QWidget
 
 from workbench.ui import qt_async
-from workbench.ui.artifacts_panel import ArtifactsPanel
-from workbench.ui.budget_panel import BudgetPanel
-from workbench.ui.instructions_panel import InstructionsPanel
-from workbench.ui.plan_panel import PlanPanel
-from workbench.ui.skills_panel import SkillsPanel
+
+log = logging.getLogger(__name__)
+
+PANELS: tuple[tuple[str, str, str], ...] = (
+    ("Plan", "workbench.ui.plan_panel", "PlanPanel"),
+    ("Skills", "workbench.ui.skills_panel", "SkillsPanel"),
+    ("Instructions", "workbench.ui.instructions_panel", "InstructionsPanel"),
+    ("Budget", "workbench.ui.budget_panel", "BudgetPanel"),
+    ("Artifacts", "workbench.ui.artifacts_panel", "ArtifactsPanel"),
+)
+"""The right-hand panels: title, module, class."""
 
 Right = Qt.DockWidgetArea.RightDockWidgetArea
 THREADS_WIDTH = 230
@@ -25,23 +38,92 @@ PANELS_WIDTH = 420
 """The right-hand panels' width on first start (px)."""
 
 
+class PanelError(QWidget):
+    """What a dock shows in place of a panel that could not be loaded: which, from where, and why."""
+
+    def __init__(self, title: str, module: str, error: BaseException, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.setObjectName("panelLoadError")
+        self.title = title
+        self.message = (f"The {title} panel could not be loaded: importing {module} failed with "
+                        f"{type(error).__name__}: {error}. The rest of the window works; see the log for "
+                        "the traceback, and reinstall the workbench if the error persists.")
+        lay = QVBoxLayout(self)
+        label = QLabel(self.message, self)
+        label.setObjectName("panelLoadErrorText")
+        label.setWordWrap(True)
+        label.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        label.setStyleSheet("color: #c0392b;")
+        lay.addWidget(label)
+        lay.addStretch(1)
+
+
+def load_panel(window: Any, title: str, module: str, factory: Callable[[Any], QWidget]) -> QWidget:
+    """The panel ``factory(module)`` builds, else (import or build failed) a ``PanelError`` naming
+    the panel and the error, which is logged with its traceback and kept in ``window.panel_errors``."""
+    try:
+        return factory(importlib.import_module(module))
+    except Exception as error:  # noqa: BLE001 - any failure is shown, never dropped
+        log.error("The %s panel could not be loaded (%s): %s: %s", title, module, type(error).__name__, error,
+                  exc_info=True)
+        widget = PanelError(title, module, error, window)
+        errors = getattr(window, "panel_errors", None)
+        if not isinstance(errors, dict):
+            errors = {}
+            window.panel_errors = errors
+        errors[title] = widget.message
+        return widget
+
+
+_NEEDS_START = frozenset({"Skills", "Instructions", "Artifacts"})
+"""Panels that read files: they get ``qt_async.start`` to run those reads as tasks."""
+
+
+def _factory(window: Any, title: str, cls: str) -> Callable[[Any], QWidget]:
+    def factory(mod: Any) -> QWidget:
+        panel_cls = getattr(mod, cls)
+        return panel_cls(start=qt_async.start, parent=window) if title in _NEEDS_START else panel_cls(window)
+    return factory
+
+
+def install_events_panel(window: Any) -> QWidget:
+    """The Events dock (bottom, hidden at first), fed every event the bridge forwards."""
+    def factory(mod: Any) -> QWidget:
+        panel = mod.EventsPanel(window)
+        bridge = window.bridge
+        bridge.sig_thread_attached.connect(lambda _tid: panel.clear())
+        bridge.sig_event_received.connect(panel.add_event)
+        return panel
+
+    if window.dock("Events") is not None:
+        return window.dock("Events").widget()
+    panel = load_panel(window, "Events", "workbench.ui.events_panel", factory)
+    dock = window.add_dock("Events", panel, Qt.DockWidgetArea.BottomDockWidgetArea, visible=False)
+    if isinstance(panel, PanelError):  # hidden by default, but an error must be in sight
+        dock.show()
+        dock.raise_()
+    return panel
+
+
 def install_panels(window: Any) -> dict[str, Any]:
-    """Add Plan, Skills, Instructions, Budget and Artifacts docks; returns them by title."""
-    panels: dict[str, Any] = {
-        "Plan": PlanPanel(window),
-        "Skills": SkillsPanel(start=qt_async.start, parent=window),
-        "Instructions": InstructionsPanel(start=qt_async.start, parent=window),
-        "Budget": BudgetPanel(window),
-        "Artifacts": ArtifactsPanel(start=qt_async.start, parent=window),
-    }
-    docks = [window.add_dock(title, panel, Right) for title, panel in panels.items()]
+    """Add Plan, Skills, Instructions, Budget and Artifacts docks; returns the loaded ones by title.
+
+    A panel that failed to load gets its dock with a ``PanelError`` instead (listed in
+    ``window.panel_errors``, not in the result).
+    """
+    if not isinstance(getattr(window, "panel_errors", None), dict):
+        window.panel_errors = {}
+    widgets = {title: load_panel(window, title, module, _factory(window, title, cls)) for title, module, cls in PANELS}
+    panels: dict[str, Any] = {t: w for t, w in widgets.items() if not isinstance(w, PanelError)}
+    docks = [window.add_dock(title, widget, Right) for title, widget in widgets.items()]
     # One tab group on the right, tabs on top: stacked in two groups each panel got half the height,
     # too little for the Instructions editor or the budget meters at the default window size. A dock can
     # still be dragged out of the group to see two panels at once (the layout is saved).
     first, *rest = [d for d in docks if d is not None]
     for dock in rest:
         window.tabifyDockWidget(first, dock)
-    first.raise_()
+    failed = [d for d in docks if d is not None and isinstance(d.widget(), PanelError)]
+    (failed[0] if failed else first).raise_()  # a panel that failed to load is the tab in sight
     if not window.settings.window.get("state"):
         # First start (no saved layout): a narrow thread list, a right column wide enough for the
         # panels' tables (names, sizes, costs) without clipping.
