@@ -346,6 +346,11 @@ class Session:
         """Read a virtual path through the agent's backend (FileNotFound, BackendRefusal propagate)."""
         return await self.backend.read(path)
 
+    async def read_document_head(self, path: str, max_bytes: int) -> tuple[str, bool]:
+        """At most ``max_bytes`` of a file and whether it is longer (F3): what the window reads of a
+        file it does not control (AGENTS.md, SKILL.md), so a huge one never freezes it."""
+        return await self.backend.read_head(path, max_bytes)
+
     def write_verdict(self, path: str) -> tuple[bool, str]:
         """Whether the user may save ``path``: the agent's deny rules and read-only mounts apply to them too.
 

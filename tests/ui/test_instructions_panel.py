@@ -350,3 +350,48 @@ async def test_model_passes_qtmodeltester(qtmodeltester: Any) -> None:
     assert model.data(model.index(1, TOKENS), Qt.ItemDataRole.ForegroundRole) is not None  # over the limit
     qtmodeltester.check(model, force_py=True)
     await asyncio.sleep(0)
+
+
+def _stream_text(path: Path, mb: int) -> None:
+    line = "Always write the tests first.\n"
+    with path.open("w", encoding="utf-8") as f:
+        for _ in range(mb):
+            f.write(line * (1024 * 1024 // len(line)))
+
+
+async def test_F3_a_huge_agents_md_is_never_loaded_whole_into_the_window(tmp_path: Path,
+                                                                         panel: InstructionsPanel) -> None:
+    """A 48 MB AGENTS.md: the panel reads a bounded head, says the file is too large to edit here,
+    and never offers a cut copy for saving (which would destroy the file)."""
+    ws = make_workspace(tmp_path)
+    _stream_text(ws / "AGENTS.md", 48)
+    session = await Session.open(ws, model=ScriptedModel([reply("ok")]))
+    try:
+        started = asyncio.get_running_loop().time()
+        panel.set_session(session)
+        await panel.tasks.wait_idle()
+        assert asyncio.get_running_loop().time() - started < 5
+        assert panel.open_path is None and panel.editor.toPlainText() == ""
+        assert "too large to edit here" in panel.verdict_label.text()
+        doc = panel.model.doc(PROJECT)
+        assert doc.disk_state == "error" and "too large" in doc.disk_reason
+        assert (ws / "AGENTS.md").stat().st_size == 48 * (1024 * 1024 // 30) * 30  # untouched
+    finally:
+        await session.close()
+
+
+async def test_I5_an_agents_md_that_is_not_utf8_says_why_in_the_panel(tmp_path: Path, panel: InstructionsPanel) -> None:
+    ws = make_workspace(tmp_path)
+    (ws / "AGENTS.md").write_bytes("\ufeffRègles\r\n".encode("utf-16"))
+    session = await Session.open(ws, model=ScriptedModel([reply("ok")]))
+    try:
+        panel.set_session(session)
+        await panel.tasks.wait_idle()
+        doc = panel.model.doc(PROJECT)
+        assert doc.disk_state == "error" and "UTF-8" in doc.disk_reason
+        unsubscribe = session.subscribe(panel.handle_event, replay=False)
+        assert (await session.run("hi")).status == "done"  # never fails the run (I5)
+        unsubscribe()
+        assert panel.model.doc(PROJECT).fate_text.startswith("skipped")
+    finally:
+        await session.close()

@@ -21,6 +21,7 @@ from workbench.ui.skills_panel import (
     NEXT_RUN_NOTE,
     SOURCE,
     STATUS,
+    VIEWER_MAX_BYTES,
     SkillRow,
     SkillsModel,
     SkillsPanel,
@@ -183,3 +184,21 @@ def test_model_passes_qtmodeltester(qtmodeltester: Any) -> None:
                        ["/user/skills", "/project/skills"])
     assert [r.name for r in model.rows] == ["a", "a", "b"]
     qtmodeltester.check(model, force_py=True)
+
+
+async def test_F3_a_huge_skill_md_opens_only_its_head_in_the_viewer(workspace: Path, panel: SkillsPanel) -> None:
+    path = workspace / "skills" / "alpha" / "SKILL.md"
+    line = "More steps.\n"
+    with path.open("a", encoding="utf-8") as f:  # 40 MB, streamed
+        for _ in range(40):
+            f.write(line * (1024 * 1024 // len(line)))
+    session = await Session.open(workspace, model=ScriptedModel([]))
+    try:
+        panel.set_session(session)
+        await panel.tasks.wait_idle()
+        text = await panel.open_skill("/project/skills/alpha/SKILL.md")
+        assert text is not None and text.startswith("---") and len(text.encode()) <= VIEWER_MAX_BYTES
+        assert len(panel.viewer.toPlainText().encode()) <= VIEWER_MAX_BYTES
+        assert "larger" in panel.viewer_title.text() and panel.viewer.isReadOnly()
+    finally:
+        await session.close()

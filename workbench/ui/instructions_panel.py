@@ -77,6 +77,8 @@ __all__ = ["DISK_CHECK_MS", "DocumentsModel", "InstructionDoc", "InstructionsPan
 DISK_CHECK_MS = 2000
 #: The token count waits this long after the last keystroke (ms).
 TOKEN_DEBOUNCE_MS = 300
+#: The most of an AGENTS.md the panel reads (F3); a larger file is not opened for editing.
+EDITOR_MAX_BYTES = 1024 * 1024
 AGENT_WRITE_TOOLS = frozenset({"edit_file", "write_file"})
 
 COLUMNS = ("File", "Fate", "Tokens")
@@ -759,13 +761,17 @@ class InstructionsPanel(QWidget):
         if s is None:
             return None, "error", "no session"
         try:
-            return await s.read_document(path), "present", ""
+            text, cut = await s.read_document_head(path, EDITOR_MAX_BYTES)
         except FileNotFound:
             return None, "missing", ""
         except BackendRefusal as e:
             return None, "refused", e.reason or str(e)
         except BackendIOError as e:
             return None, "error", str(e)
+        if cut:  # never a cut copy in the editor: saving it would destroy the rest of the file
+            return None, "error", (f"too large to edit here (over {EDITOR_MAX_BYTES // 1024 // 1024} MB; runs "
+                                   "show it cut to max_file_tokens): edit it in a text editor")
+        return text, "present", ""
 
     async def _load_all(self, generation: int) -> None:
         """Read every configured file (tokens on disk, texts for diffs), then open the default one."""

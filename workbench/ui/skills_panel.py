@@ -54,6 +54,8 @@ COLUMNS = ("Name", "Status", "Source", "Description")
 NAME, STATUS, SOURCE, DESCRIPTION = range(len(COLUMNS))
 #: How many skipped skills the reasons line names before "and N more".
 MAX_REASONS_SHOWN = 6
+#: The most of a SKILL.md the viewer reads and shows (F3); the title says when the file is larger.
+VIEWER_MAX_BYTES = 1024 * 1024
 RowRole = Qt.ItemDataRole.UserRole + 1
 """The ``SkillRow`` behind a row."""
 
@@ -432,8 +434,9 @@ class SkillsPanel(QWidget):
         if s is None:
             return None
         generation = self._generation
+        cut = False
         try:
-            text = await s.read_document(path)
+            text, cut = await s.read_document_head(path, VIEWER_MAX_BYTES)
         except FileNotFound:
             problem = f"{path} no longer exists. Reload to scan the sources again."
         except (BackendRefusal, BackendIOError) as e:
@@ -451,6 +454,8 @@ class SkillsPanel(QWidget):
         title = f"{path}"
         if row is not None and not row.listed:
             title += f"  ({row.status_text})"
+        if cut:
+            title += f"  (only its first {VIEWER_MAX_BYTES // 1024 // 1024} MB shown: the file is larger)"
         self.viewer_title.setText(title)
         self.viewer.setPlainText(text)
         self.opened_path = path
