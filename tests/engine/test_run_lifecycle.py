@@ -55,6 +55,12 @@ def assert_valid_history(messages: Sequence[Message | dict[str, Any]]) -> None:
             assert answered == [c.id for c in m.tool_calls], f"calls {[c.id for c in m.tool_calls]} got {answered}"
 
 
+def mark_claim_dead(store: Store, thread: str) -> None:
+    """Make a run's claim read as a dead process's (R7): what a kill -9 leaves behind."""
+    with store.transaction() as db:
+        assert db.execute("UPDATE claims SET heartbeat=0 WHERE thread_id=?", (thread,)).rowcount == 1
+
+
 def committed(engine: Engine, thread: str = "t") -> list[Message]:
     return [Message.from_dict(m) for m in engine.store.latest_checkpoint(thread).state["messages"]]
 
@@ -202,9 +208,11 @@ async def test_recover_after_a_crash_continues_from_the_running_checkpoint_witho
 
     first = make(tmp_path, Hangs([tool_reply(("echo", {"x": "a"})), reply("never")]))
     task = asyncio.ensure_future(first.run("t", "go"))
-    await until(lambda: (cp := first.store.latest_checkpoint("t")) is not None and cp.step == 1,
-                what="step 1's checkpoint")
-    # A new process: its own store connection and engine; the old one never writes again.
+    await until(lambda: (cp := first.store.latest_checkpoint("t")) is not None and cp.step == 1
+                and cp.pending.get("phase") is None, what="step 1's checkpoint")
+    # A new process: its own store connection and engine; the old one never writes again. R7: its
+    # claim must read as a dead process's (what a kill -9 leaves) for recover() to take the thread over.
+    mark_claim_dead(first.store, "t")
     model = ScriptedModel([reply("finished")])
     second = make(tmp_path, model, store=Store.for_workspace(tmp_path))
     assert second.store.latest_checkpoint("t").status == "running"
@@ -217,6 +225,9 @@ async def test_recover_after_a_crash_continues_from_the_running_checkpoint_witho
 
 
 async def test_recover_after_a_failed_step_keeps_the_messages_table_consistent(tmp_path):
+    """R2, R9: the failed step's message was committed before its calls ran, so it is kept with the
+    failed call's error result and recover() goes on from there — the model is not asked that step again.
+    (Before R9 this test asserted the step was asked again: its message was dropped on failure.)"""
     boom = {"on": True}
 
     async def flaky(args, ctx):
@@ -232,14 +243,16 @@ async def test_recover_after_a_failed_step_keeps_the_messages_table_consistent(t
     engine = make(tmp_path, model, tools=(ECHO, tool))
     failed = await engine.run("t", "go")
     assert failed.status == "failed" and "disk is full" in failed.error
-    assert [m.role for m in committed(engine)] == ["user", "assistant", "tool"]
+    assert [m.role for m in committed(engine)] == ["user", "assistant", "tool", "assistant", "tool"]
+    assert "disk is full" in committed(engine)[-1].content
     boom["on"] = False
     result = await engine.recover("t")
     assert result.status == "done"
     messages = committed(engine)
     assert_valid_history(messages)
-    assert [m.role for m in messages] == ["user", "assistant", "tool", "assistant", "tool", "tool",
-                                          "assistant", "tool", "assistant"]
+    assert [m.role for m in messages] == ["user", "assistant", "tool", "assistant", "tool", "assistant", "tool",
+                                          "tool", "assistant", "tool", "assistant"]
+    assert model.calls == 5  # each step asked once
     # the table rows the checkpoint covers are exactly the committed messages (overwritten indices included)
     db = sqlite3.connect(engine.store.path)
     rows = [json.loads(r[0]) for r in db.execute(
@@ -429,8 +442,11 @@ async def test_M8_events_of_a_checkpoint_that_could_not_be_written_are_not_lost(
 async def test_M8_two_engines_on_one_store_never_run_one_thread_at_once(tmp_path):
     gate = asyncio.Event()
 
+    entered = asyncio.Event()
+
     class Waits(ScriptedModel):
         async def stream(self, request):
+            entered.set()
             await gate.wait()
             async for item in super().stream(request):
                 yield item
@@ -442,7 +458,7 @@ async def test_M8_two_engines_on_one_store_never_run_one_thread_at_once(tmp_path
     a.subscribe(published.append)
     b.subscribe(published.append)
     task = asyncio.ensure_future(a.run("t", "one"))
-    await asyncio.sleep(0.01)
+    await asyncio.wait_for(entered.wait(), 10)  # a's run is in flight (inside its model call)
     with pytest.raises(RunError, match="in flight"):
         await b.run("t", "two")
     gate.set()

@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
+from tests.ui.helpers import wait_for
 from workbench.engine.events import Event
 from workbench.engine.messages import Message, ToolCall
 from workbench.engine.usage import Usage
@@ -55,7 +56,7 @@ async def test_text_is_batched_and_ordered(qtbot: Any) -> None:
     for i in range(2000):
         session.emit("model_delta", text=f"{i} ")
     assert not got  # nothing reaches the view per chunk
-    await asyncio.sleep(0.08)
+    await wait_for(lambda: any(n == "sig_text_streamed" for n, _ in got), 5, "the coalesced text")
     texts = [v for n, v in got if n == "sig_text_streamed"]
     assert len(texts) == 1 and texts[0].startswith("0 1 2 ") and texts[0].endswith("1999 ")
     got.clear()
