@@ -211,13 +211,20 @@ class Session:
 
     @property
     def status(self) -> str:
-        """new | running | done | failed | aborted | interrupted (the last run's end)."""
+        """new | running | done | failed | aborted | interrupted (the last run's end).
+
+        R9: ``running`` while a run lives, here or in another process; a run whose process died
+        reads ``failed`` (recover() finishes it, R2)."""
         if self.running:
             return "running"
-        info = self.store.thread(self.thread_id)
-        if info is not None and info.status == "running":
-            return "failed"  # cut off by a crash or a closed app: recover() finishes it (R2)
+        info = self.store.thread(self.thread_id)  # the store says running only for a live claim
         return info.status if info else "new"
+
+    @property
+    def holder(self) -> str | None:
+        """R7: who runs this thread right now ("process 123 on host, since …"), or None."""
+        claim = self.store.holder(self.thread_id)
+        return claim.describe() if claim is not None else None
 
     @property
     def messages(self) -> list[Message]:
@@ -292,6 +299,8 @@ class Session:
         """The newest run's error message, if it failed or was stopped."""
         run = self.last_run
         if run is not None and run.status == "running" and not self.running:
+            if self.store.holder(self.thread_id) is not None:
+                return None  # R9: live in another process, not cut off
             return "The run was cut off (the app closed or the process died). Recover it to go on from its last step."
         return run.error if run else None
 
@@ -395,9 +404,12 @@ def _sets_default_permission(workspace: Path) -> bool:
     """Whether the workspace's workbench.yaml (already validated) says ``permissions.default``."""
     import yaml
 
-    path = workspace / "workbench.yaml"
-    if not path.is_file():
+    from workbench.config import config_path, read_config_text
+
+    try:
+        text = read_config_text(workspace, config_path(workspace))  # only the workspace's own file
+        data = yaml.safe_load(text or "") or {}
+    except (ConfigError, yaml.YAMLError, RecursionError):
         return False
-    data = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
     permissions = data.get("permissions") if isinstance(data, dict) else None
     return isinstance(permissions, dict) and "default" in permissions

@@ -30,6 +30,7 @@ from workbench.config import (
     WorkbenchConfig,
     default_mounts,
     default_permission_rules,
+    private_dir,
     user_config_dir,
 )
 
@@ -219,8 +220,17 @@ def _key(workspace: Path | str) -> str:
 
 
 def _load() -> dict[str, dict[str, Any]]:
+    """The record; empty (nothing trusted) when it is missing, unreadable, or others could have written
+    it — a planted record must not trust a workspace."""
     path = trust_file()
     try:
+        if path.parent.is_dir():
+            private_dir(path.parent)
+        st = path.stat()
+        if os.name == "posix" and (stat.S_IMODE(st.st_mode) & 0o022 or st.st_uid != os.getuid()):
+            log.warning("%s is writable by others or not yours (mode %o); ignoring it: no workspace is "
+                        "trusted until it is removed", path, stat.S_IMODE(st.st_mode))
+            return {}
         data = json.loads(path.read_text(encoding="utf-8"))
     except FileNotFoundError:
         return {}
@@ -237,7 +247,7 @@ def _load() -> dict[str, dict[str, Any]]:
 def _save(entries: dict[str, dict[str, Any]]) -> Path:
     """Replace the record atomically; the file is created 0600 and never exists with looser bits."""
     path = trust_file()
-    path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+    private_dir(path.parent)
     tmp = path.parent / f".trust-{os.getpid()}-{os.urandom(6).hex()}.tmp"
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_BINARY", 0), FILE_MODE)
     try:

@@ -441,3 +441,89 @@ def test_recent_workspaces_order_dedupe_limit(tmp_path: Path) -> None:
     assert s.recent_workspaces[0] == str((tmp_path / "w14").resolve())
     assert s.recent_workspaces[-1] == str((tmp_path / "w5").resolve())
     assert len(set(s.recent_workspaces)) == 10
+
+
+# --- hostile files (G9, issue 8 item 19) -------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("text", ["a: " + "[" * 5000 + "]" * 5000, "model: " + "{a: " * 3000 + "1" + "}" * 3000,
+                                  "- " * 4000 + "x"])
+def test_deeply_nested_yaml_is_a_config_error_naming_the_file(tmp_path, text):
+    """Was "internal error: RecursionError" (exit 1); a config error names the file (exit 2)."""
+    msg = config_error(tmp_path, text)
+    assert str(tmp_path / "workbench.yaml") in msg and "nested too deeply" in msg
+
+
+def test_deeply_nested_yaml_exits_2_from_the_cli(tmp_path, capsys):
+    from workbench.cli import main
+
+    write(tmp_path, "a: " + "[" * 5000 + "]" * 5000)
+    assert main(["run", "--workspace", str(tmp_path), "--model", "demo", "hi"]) == 2
+    err = capsys.readouterr().err
+    assert "nested too deeply" in err and "internal error" not in err
+
+
+SECRET_LINE = "root-secret-3f9a: do not quote me"
+
+
+@pytest.mark.skipif(not hasattr(os, "symlink"), reason="symlinks")
+def test_a_symlinked_workbench_yaml_outside_the_workspace_is_refused_and_nothing_quoted(tmp_path):
+    """A workbench.yaml symlinked to a file outside the workspace was read and ~200 characters of it
+    quoted in the error; it is refused, and nothing of the target appears in the message."""
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    secret = tmp_path / "private.txt"
+    secret.write_text(SECRET_LINE + "\n" + "x" * 500)
+    (ws / "workbench.yaml").symlink_to(secret)
+    with pytest.raises(ConfigError) as exc:
+        load_config(ws)
+    msg = str(exc.value)
+    assert "root-secret" not in msg and "do not quote" not in msg
+    assert "symlink" in msg and "outside the workspace" in msg and str(ws / "workbench.yaml") in msg
+
+
+@pytest.mark.skipif(not hasattr(os, "symlink"), reason="symlinks")
+def test_a_symlinked_workbench_yaml_inside_the_workspace_is_read(tmp_path):
+    (tmp_path / "conf").mkdir()
+    (tmp_path / "conf" / "wb.yaml").write_text("model: openai/gpt-4o\n")
+    (tmp_path / "workbench.yaml").symlink_to(tmp_path / "conf" / "wb.yaml")
+    assert load_config(tmp_path).model == "openai/gpt-4o"
+
+
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="FIFOs")
+def test_a_workbench_yaml_that_is_not_a_regular_file_is_refused_without_blocking(tmp_path):
+    os.mkfifo(tmp_path / "workbench.yaml")  # reading a FIFO nobody writes would block forever
+    with pytest.raises(ConfigError) as exc:
+        load_config(tmp_path)
+    assert "not a regular file" in str(exc.value)
+    (tmp_path / "workbench.yaml").unlink()
+    (tmp_path / "workbench.yaml").mkdir()
+    with pytest.raises(ConfigError) as exc:
+        load_config(tmp_path)
+    assert "not a regular file" in str(exc.value)
+
+
+def test_a_huge_workbench_yaml_is_refused_before_parsing(tmp_path):
+    write(tmp_path, "# " + "x" * (2 * 1024 * 1024) + "\n")
+    with pytest.raises(ConfigError) as exc:
+        load_config(tmp_path)
+    assert "too large" in str(exc.value)
+
+
+@pytest.mark.skipif(os.name != "posix", reason="POSIX modes")
+def test_a_world_writable_config_folder_is_made_private(caplog):
+    """An existing world-writable config folder was left that way: anyone could plant settings or a
+    trust record there. It becomes 0700 when the settings are read or written."""
+    import stat
+
+    from workbench.config import user_config_dir
+
+    folder = user_config_dir()
+    folder.mkdir(parents=True, exist_ok=True)
+    os.chmod(folder, 0o777)
+    load_user_settings()
+    assert stat.S_IMODE(folder.stat().st_mode) == 0o700
+    assert "writable by others" in caplog.text
+    os.chmod(folder, 0o777)
+    save_user_settings(UserSettings(model="demo"))
+    assert stat.S_IMODE(folder.stat().st_mode) == 0o700

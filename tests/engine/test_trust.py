@@ -237,3 +237,17 @@ def test_w2_an_untrusted_workspace_api_base_never_receives_the_key_or_the_reques
         assert hostile.requests == [] and len(stub_server.requests) == 1
     finally:
         hostile.stop()
+
+
+@posix_only
+def test_w1_a_record_others_can_write_trusts_nothing(tmp_path, untrusted, caplog):
+    """Anyone who can write the record could plant trust for a hostile workspace."""
+    ws = wide_workspace(tmp_path)
+    cfg = load_config(ws)
+    path = trust.trust(ws, cfg)
+    os.chmod(path, 0o666)
+    assert not trust.is_trusted(ws, cfg)
+    assert "writable by others" in caplog.text
+    os.chmod(path.parent, 0o777)
+    trust.trust(ws, cfg)  # rewriting makes the folder private again and the file 0600
+    assert stat.S_IMODE(os.stat(path.parent).st_mode) == 0o700 and trust.is_trusted(ws, cfg)

@@ -7,7 +7,15 @@ folders). Every name other modules import from ``workbench.config`` is re-export
 
 from __future__ import annotations
 
-from workbench.config.reader import _Reader, _valid_mount_point, config_path, load_config, parse_config
+from workbench.config.reader import (
+    MAX_CONFIG_BYTES,
+    _Reader,
+    _valid_mount_point,
+    config_path,
+    load_config,
+    parse_config,
+    read_config_text,
+)
 from workbench.config.schema import (
     ACTIONS,
     ARTIFACT_STRATEGIES,
@@ -46,6 +54,7 @@ from workbench.config.user import (
     UserSettings,
     add_recent_workspace,
     load_user_settings,
+    private_dir,
     save_user_settings,
     user_config_dir,
     user_data_dir,
@@ -54,11 +63,11 @@ from workbench.config.user import (
 
 __all__ = [
     "ACTIONS", "ARTIFACT_STRATEGIES", "BUDGET_FIELDS", "BUDGET_SCOPES", "CONFIG_FILENAME", "DEDUPE_MATCH_BY",
-    "EFFECTS", "MAX_RECENT_WORKSPACES", "MOUNT_KINDS", "SETTINGS_FILENAME", "Action", "ArtifactStrategy",
-    "ArtifactsConfig", "BudgetConfig", "BudgetScope", "CompressionConfig", "DedupeConfig", "Effect",
-    "MemoryConfig", "MountConfig", "MountKind", "PermissionRule", "PermissionsConfig", "SkillsConfig",
+    "EFFECTS", "MAX_CONFIG_BYTES", "MAX_RECENT_WORKSPACES", "MOUNT_KINDS", "SETTINGS_FILENAME", "Action",
+    "ArtifactStrategy", "ArtifactsConfig", "BudgetConfig", "BudgetScope", "CompressionConfig", "DedupeConfig",
+    "Effect", "MemoryConfig", "MountConfig", "MountKind", "PermissionRule", "PermissionsConfig", "SkillsConfig",
     "SubagentConfig", "SubagentsConfig", "SummarizeConfig", "TodosConfig", "TruncateConfig", "UserSettings",
-    "WorkbenchConfig", "_Reader", "_valid_mount_point", "add_recent_workspace", "config_path",
-    "default_mounts", "default_permission_rules", "load_config", "load_user_settings", "parse_config",
-    "save_user_settings", "user_config_dir", "user_data_dir", "user_settings_path",
+    "WorkbenchConfig", "_Reader", "_valid_mount_point", "add_recent_workspace", "config_path", "default_mounts",
+    "default_permission_rules", "load_config", "load_user_settings", "parse_config", "private_dir",
+    "read_config_text", "save_user_settings", "user_config_dir", "user_data_dir", "user_settings_path"
 ]

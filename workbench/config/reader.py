@@ -9,6 +9,8 @@ from __future__ import annotations
 import dataclasses
 import difflib
 import math
+import os
+import stat
 from pathlib import Path
 from typing import Any
 
@@ -44,6 +46,9 @@ from workbench.config.schema import (
 )
 from workbench.errors import ConfigError
 
+#: A workbench.yaml larger than this is refused before parsing (bounded work on hostile input, F3).
+MAX_CONFIG_BYTES = 1024 * 1024
+
 
 def config_path(workspace: Path | str) -> Path:
     """Where a workspace's workbench.yaml lives."""
@@ -54,24 +59,76 @@ def load_config(workspace: Path | str, *, path: Path | None = None) -> Workbench
     """Read and validate ``<workspace>/workbench.yaml`` (or ``path``).
 
     A missing or empty file gives the defaults. Anything invalid raises a one-line ``ConfigError``
-    naming the file, line and key.
+    naming the file, line and key. Only the workspace's own regular file is read (``read_config_text``).
     """
     file = Path(path) if path is not None else config_path(workspace)
-    try:
-        text = file.read_text(encoding="utf-8")
-    except FileNotFoundError:
+    text = read_config_text(workspace, file)
+    if text is None:
         return WorkbenchConfig()
-    except UnicodeDecodeError as e:
-        raise ConfigError(f"{file}: not UTF-8 text ({e.reason} at byte {e.start})") from None
+    return parse_config(text, source=str(file))
+
+
+def read_config_text(workspace: Path | str, file: Path) -> str | None:
+    """The text of ``file`` if it is the workspace's own regular file; None if it does not exist.
+
+    Refused (``ConfigError``, quoting nothing of the file): a symlink whose target lies outside the
+    workspace — a cloned repository could point it at any file the person can read, and error messages
+    quote the YAML they reject; anything that is not a regular file (a FIFO would block the read, a
+    device never end); a file over ``MAX_CONFIG_BYTES``.
+    """
+    try:
+        st = os.lstat(file)
+    except FileNotFoundError:
+        return None
     except OSError as e:
         raise ConfigError(f"{file}: cannot read: {e.strerror or e}") from None
-    return parse_config(text, source=str(file))
+    target = file
+    if stat.S_ISLNK(st.st_mode):
+        try:
+            target = file.resolve(strict=True)
+        except FileNotFoundError:
+            raise ConfigError(f"{file}: is a symlink to a missing file; replace it with a regular file") from None
+        except (OSError, RuntimeError) as e:
+            raise ConfigError(f"{file}: cannot follow the symlink ({getattr(e, 'strerror', None) or e})") from None
+        root = Path(workspace).expanduser().resolve()
+        if not (target == root or target.is_relative_to(root)):
+            raise ConfigError(f"{file}: is a symlink to a file outside the workspace; refusing to read it — "
+                              f"replace it with a regular file in the workspace")
+    flags = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_BINARY", 0)
+    try:
+        fd = os.open(target, flags)
+    except IsADirectoryError:
+        raise ConfigError(f"{file}: not a regular file; workbench.yaml must be a YAML file") from None
+    except OSError as e:
+        raise ConfigError(f"{file}: cannot read: {e.strerror or e}") from None
+    try:
+        fst = os.fstat(fd)
+        if not stat.S_ISREG(fst.st_mode):
+            raise ConfigError(f"{file}: not a regular file; workbench.yaml must be a YAML file")
+        if fst.st_size > MAX_CONFIG_BYTES:
+            raise ConfigError(f"{file}: too large ({fst.st_size} bytes; at most {MAX_CONFIG_BYTES})")
+        with os.fdopen(fd, "rb") as f:
+            fd = -1
+            data = f.read(MAX_CONFIG_BYTES + 1)
+    except OSError as e:
+        raise ConfigError(f"{file}: cannot read: {e.strerror or e}") from None
+    finally:
+        if fd >= 0:
+            os.close(fd)
+    if len(data) > MAX_CONFIG_BYTES:
+        raise ConfigError(f"{file}: too large (over {MAX_CONFIG_BYTES} bytes)")
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise ConfigError(f"{file}: not UTF-8 text ({e.reason} at byte {e.start})") from None
 
 
 def parse_config(text: str, *, source: str = CONFIG_FILENAME) -> WorkbenchConfig:
     """Validate workbench.yaml text (e.g. from an editor before saving); ``source`` names it in errors."""
     try:
         root = yaml.compose(text, Loader=yaml.SafeLoader)
+    except RecursionError:
+        raise ConfigError(_too_deep(source)) from None
     except yaml.MarkedYAMLError as e:
         mark = e.problem_mark or e.context_mark
         line = mark.line + 1 if mark is not None else 1
@@ -84,7 +141,15 @@ def parse_config(text: str, *, source: str = CONFIG_FILENAME) -> WorkbenchConfig
         raise ConfigError(f"{source}:1: invalid YAML: {' '.join(str(e).split())}") from None
     if root is None:
         return WorkbenchConfig()
-    return _Reader(source).config(root)
+    try:
+        return _Reader(source).config(root)
+    except RecursionError:
+        raise ConfigError(_too_deep(source)) from None
+
+
+def _too_deep(source: str) -> str:
+    return (f"{source}:1: invalid YAML: nested too deeply (lists or mappings inside each other hundreds of "
+            f"levels deep); workbench.yaml needs a few levels")
 
 
 _MISSING = object()

@@ -10,6 +10,7 @@ import dataclasses
 import json
 import logging
 import os
+import stat
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -41,6 +42,29 @@ def user_data_dir() -> Path:
     import platformdirs
 
     return platformdirs.user_data_path("workbench", appauthor=False)
+
+
+PRIVATE_DIR_MODE = 0o700
+
+
+def private_dir(path: Path) -> Path:
+    """Make ``path`` (and its parents) if missing, mode 0700; an existing one that other users can write
+    to is set to 0700 with a warning — anyone who can write there could plant settings or a trust record.
+    Raises ``PermissionError`` (an OSError, saying what to do) when it cannot be fixed, e.g. another user
+    owns it."""
+    path.mkdir(parents=True, exist_ok=True, mode=PRIVATE_DIR_MODE)
+    if os.name != "posix":
+        return path
+    st = path.stat()
+    if stat.S_IMODE(st.st_mode) & 0o022:
+        log.warning("%s was writable by others (mode %o); setting it to 0700", path, stat.S_IMODE(st.st_mode))
+        try:
+            os.chmod(path, PRIVATE_DIR_MODE)
+        except OSError as e:
+            raise PermissionError(f"{path} is writable by other users and its mode cannot be changed "
+                                  f"({e.strerror or e}); run `chmod 700 {path}` or set WORKBENCH_CONFIG_DIR "
+                                  f"to a private folder") from None
+    return path
 
 
 def user_settings_path() -> Path:
@@ -90,6 +114,12 @@ class UserSettings:
 def load_user_settings() -> UserSettings:
     """Read the settings file; missing → defaults; corrupt → defaults, the file kept as settings.json.bad."""
     path = user_settings_path()
+    if path.parent.is_dir():
+        try:
+            private_dir(path.parent)
+        except OSError as e:  # others could have written the file: don't use it
+            log.warning("%s; using default settings", e)
+            return UserSettings()
     try:
         text = path.read_text(encoding="utf-8")
     except FileNotFoundError:
@@ -125,7 +155,7 @@ def save_user_settings(settings: UserSettings) -> Path:
     Raises OSError if the folder cannot be written.
     """
     path = user_settings_path()
-    path.parent.mkdir(parents=True, exist_ok=True)
+    private_dir(path.parent)
     data = json.dumps(settings.to_dict(), indent=2, ensure_ascii=False) + "\n"
     write_text_atomic(path, data)
     return path
