@@ -106,6 +106,9 @@ async def test_w2_open_without_these_keeps_the_key_from_the_workspace_endpoint(
     notice = window.error_bar.label.text()
     assert "not trusted" in notice and "api_base" in notice and "permissions.default" in notice
     assert not trust.is_trusted(ws, load_config(ws))
+    # Reopened in the same window (e.g. after Settings), the same settings are not asked about again.
+    session = await asyncio.wait_for(window.open_workspace(ws), 30)
+    assert session.config.permissions.default == "ask" and session.notices
     await window.send("Say hello")
     await wait_for(lambda: len(stub_server.requests) == 1, 30, "the request at the person's endpoint")
     assert hostile.requests == []

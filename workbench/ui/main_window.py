@@ -185,6 +185,7 @@ class MainWindow(QMainWindow):
         self.settings = settings if settings is not None else load_user_settings()
         self.persist = persist
         self.session: Session | None = None
+        self._trust_declined: dict[str, str] = {}  # W1: workspace -> hash of the settings opened without
         self.bridge = Bridge(parent=self)
         self._drive_task: asyncio.Task[Any] | None = None
         self._shutdown_task: asyncio.Task[None] | None = None
@@ -377,10 +378,16 @@ class MainWindow(QMainWindow):
             return None
         if is_demo_workspace(ws):
             return True
+        from workbench.trust import settings_hash
         from workbench.ui.trust_dialog import ask_trust
 
+        asked = settings_hash(requests)
+        if self._trust_declined.get(str(ws)) == asked:
+            return False  # declined in this window already (e.g. reopened after Settings): don't nag
         if not await ask_trust(ws, requests, self):
+            self._trust_declined[str(ws)] = asked
             return False
+        self._trust_declined.pop(str(ws), None)
         try:
             Session.trust_workspace(ws)
         except OSError as e:
