@@ -170,7 +170,7 @@ class StubServer:
             loop.close()
 
     async def _startup(self) -> None:
-        app = web.Application()
+        app = web.Application(client_max_size=64 * 1024 * 1024)  # histories with 2 MB answers (R10)
         app.router.add_post("/v1/chat/completions", self._chat)
         app.router.add_post("/chat/completions", self._chat)
         app.router.add_get("/v1/models", self._models)

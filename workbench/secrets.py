@@ -37,11 +37,16 @@ def env_var_for(model: str) -> str:
 
 def lookup_api_key(model: str) -> str | None:
     """The key for a model's provider, or None (litellm then reads its own environment variables)."""
+    from workbench.redact import remember  # every key handed out is scrubbed from errors (R10)
+
     value = os.environ.get(env_var_for(model))
     if value:
+        remember(value)
         return value
     try:
         from workbench.keystore import load_key
     except ImportError:  # pragma: no cover - keystore is part of the package
         return None
-    return load_key(provider_of(model))
+    value = load_key(provider_of(model))
+    remember(value)
+    return value

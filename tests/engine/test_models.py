@@ -512,3 +512,34 @@ async def test_no_key_at_all_is_reported_as_a_key_problem_not_a_server_error(stu
         await complete(LiteLLMModel("openai/test-model", stub_server.url, None, max_retries=0),
                        ModelRequest(system="s", messages=(Message.user("hi"),)))
     assert "API key" in str(info.value) and "server error" not in str(info.value)
+
+
+async def test_no_key_names_the_provider_and_where_to_set_it_never_refused_500(stub_server, monkeypatch):
+    """Issue 8: with no key at all the message said the key "was refused (500)"."""
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    from workbench.engine.messages import Message, ModelRequest
+    from workbench.engine.models.base import complete
+    from workbench.engine.models.litellm_model import LiteLLMModel
+    from workbench.errors import ModelError
+
+    with pytest.raises(ModelError) as info:
+        await complete(LiteLLMModel("openai/test-model", stub_server.url, None, max_retries=0),
+                       ModelRequest(system="s", messages=(Message.user("hi"),)))
+    text = str(info.value)
+    assert "no API key is set for provider openai" in text and "$OPENAI_API_KEY" in text and "Settings" in text
+    assert "refused" not in text and "500" not in text
+    assert stub_server.requests == []  # nothing was sent
+
+
+def test_redact_scrubs_known_keys_and_key_shapes_but_not_ordinary_text(monkeypatch):
+    from workbench.redact import remember, scrub
+
+    monkeypatch.setenv("GROQ_API_KEY", "gsk_live_0123456789abcdef")
+    remember("custom-secret-value-42")
+    text = ("key gsk_live_0123456789abcdef; custom-secret-value-42; sk-ant-api03-AAAABBBBCCCC; "
+            "Authorization: Bearer eyJhbGciOi.JIUzI1NiJ9; api_key='abcdefghijklmno'; model gpt-4o, status 401")
+    out = scrub(text, "extra-secret-xyz") + scrub("passed extra-secret-xyz", "extra-secret-xyz")
+    for secret in ("gsk_live_0123456789abcdef", "custom-secret-value-42", "sk-ant-api03-AAAABBBBCCCC",
+                   "eyJhbGciOi.JIUzI1NiJ9", "abcdefghijklmno", "extra-secret-xyz"):
+        assert secret not in out
+    assert "model gpt-4o, status 401" in out and "Bearer [redacted]" in out

@@ -14,15 +14,15 @@ import json
 import logging
 import time
 import uuid
-from types import MappingProxyType
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
+from types import MappingProxyType
 from typing import Any
 
 from workbench.engine.events import ENVELOPE, Event
 from workbench.engine.frozen import ACTIVE_HOOK, freeze
 from workbench.engine.frozen import append as frozen_append
-from workbench.engine.messages import Message, ModelDelta, ModelRequest, ModelResponse, ToolCall
+from workbench.engine.messages import Message, ModelDelta, ModelRequest, ModelResponse, ToolCall, clean_text
 from workbench.engine.middleware import (
     AgentMiddleware,
     Block,
@@ -39,6 +39,7 @@ from workbench.engine.store import RunRecord, Store
 from workbench.engine.tools import Fatal, NeedsApproval, Tool, ToolOutcome, short_json, validate_call
 from workbench.engine.usage import Usage
 from workbench.errors import BuildError, ModelError, RunError, WorkbenchError
+from workbench.redact import scrub
 
 log = logging.getLogger(__name__)
 
@@ -189,7 +190,7 @@ class _Runtime:
         return list(parsed)
 
     def append(self, message: Message) -> None:
-        frozen_append(self.state[MESSAGES], message.to_dict(), MESSAGES)
+        frozen_append(self.state[MESSAGES], message.cleaned().to_dict(), MESSAGES)  # R10: always storable
 
 
 class Engine:
@@ -413,9 +414,12 @@ class Engine:
                 return await self._finish(rt, "aborted", error="stopped by the user")
             except ModelError as e:
                 return await self._fail(rt, str(e))
-            message = response.message
-            rt.append(Message(role="assistant", content=message.content, tool_calls=message.tool_calls,
-                              meta={"run": rt.run_id, "model": response.model}))
+            # R10: model output is data. Stored as it will be answered: text storable as UTF-8, and
+            # each call its own id (a later duplicate is renamed here, before anything runs).
+            message = response.message.cleaned()
+            message = Message(role="assistant", content=message.content, tool_calls=_unique_ids(message.tool_calls),
+                              meta={"run": rt.run_id, "model": response.model})
+            rt.append(message)
             if rt.stop_requested:
                 return await self._finish(rt, "aborted", error="stopped by the user")
             if not message.tool_calls:
@@ -513,7 +517,7 @@ class Engine:
             if isinstance(item, ModelDelta):
                 if item.text:
                     rt.partial += item.text
-                    rt.emit("model_delta", text=item.text)
+                    rt.emit("model_delta", text=clean_text(item.text))  # R10: listeners get storable text
             else:
                 final = item
         if final is None:
@@ -741,6 +745,7 @@ class Engine:
         return RunResult("interrupted", "", rt.run_usage, tuple(questions), None, rt.thread_id, rt.run_id)
 
     async def _fail(self, rt: _Runtime, error: str) -> RunResult:
+        error = scrub(error, getattr(self.agent.model, "api_key", None))  # R10: provider bodies echo keys
         rt.emit("run_error", error=error[:500])
         return await self._finish(rt, "failed", error=error)
 
@@ -748,6 +753,9 @@ class Engine:
                       keep_state: bool = False) -> RunResult:
         if status == "aborted" and not answer:
             answer = rt.partial
+        answer = clean_text(answer)  # R10: a partial answer may end in half a surrogate pair
+        if error:  # R10: stored and shown only scrubbed (a hook's or tool's error may quote a key too)
+            error = scrub(error, getattr(self.agent.model, "api_key", None))
         ended = "stopped by the user" if status == "aborted" and error == "stopped by the user" else \
             f"the run {'was stopped' if status == 'aborted' else 'failed'}: {error or status}"
         if status == "failed" and not keep_state:
@@ -819,6 +827,27 @@ def _active(name: str) -> Iterator[None]:
         yield
     finally:
         ACTIVE_HOOK.reset(token)
+
+
+def _unique_ids(calls: tuple[ToolCall, ...]) -> tuple[ToolCall, ...]:
+    """The calls with unique, non-empty ids (R10): a repeated id gets a suffix, so every call gets its
+    own result (and journal entry). Suffixes use [A-Za-z0-9_-], which every provider accepts."""
+    seen: set[str] = set()
+    out: list[ToolCall] = []
+    changed = False
+    for i, call in enumerate(calls):
+        cid = call.id or f"call_{i}"
+        if cid in seen:
+            n = 2
+            while f"{cid}_{n}" in seen:
+                n += 1
+            cid = f"{cid}_{n}"
+        seen.add(cid)
+        if cid != call.id:
+            changed = True
+            call = ToolCall(cid, call.name, call.arguments, call.raw_arguments)
+        out.append(call)
+    return tuple(out) if changed else calls
 
 
 def _with_call(usage: Usage) -> Usage:

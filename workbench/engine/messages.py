@@ -11,6 +11,40 @@ from workbench.engine.usage import Usage
 Role = Literal["system", "user", "assistant", "tool"]
 
 
+def clean_text(text: str) -> str:
+    """``text`` made storable as UTF-8 (R10): a surrogate pair split across streamed chunks is joined,
+    a lone surrogate becomes U+FFFD. NUL and every other code point are kept. O(1) extra on the usual
+    path (ASCII, or text that already encodes)."""
+    if text.isascii():
+        return text
+    try:
+        text.encode("utf-8")
+        return text
+    except UnicodeEncodeError:
+        return text.encode("utf-16-le", "surrogatepass").decode("utf-16-le", "replace")
+
+
+def clean_value(value: Any) -> Any:
+    """``clean_text`` over a JSON value (keys and strings at every depth)."""
+    if isinstance(value, str):
+        return clean_text(value)
+    if isinstance(value, dict):
+        return {clean_text(str(k)): clean_value(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [clean_value(v) for v in value]
+    return value
+
+
+def _encodes(value: Any) -> bool:
+    if isinstance(value, str):
+        return value.isascii() or clean_text(value) is value
+    if isinstance(value, dict):
+        return all(_encodes(k) and _encodes(v) for k, v in value.items())
+    if isinstance(value, (list, tuple)):
+        return all(_encodes(v) for v in value)
+    return True
+
+
 @dataclass(frozen=True)
 class ToolCall:
     """One call the model asked for. ``arguments`` is None when ``raw_arguments`` is not valid JSON."""
@@ -35,6 +69,13 @@ class ToolCall:
 
     def to_dict(self) -> dict[str, Any]:
         return {"id": self.id, "name": self.name, "arguments": self.arguments, "raw_arguments": self.raw_arguments}
+
+    def cleaned(self) -> ToolCall:
+        """This call with every text storable (see ``clean_text``); itself when it already is."""
+        if _encodes(self.id) and _encodes(self.name) and _encodes(self.raw_arguments) and _encodes(self.arguments):
+            return self
+        args = clean_value(self.arguments) if self.arguments is not None else None
+        return ToolCall(clean_text(self.id), clean_text(self.name), args, clean_text(self.raw_arguments))
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> ToolCall:
@@ -69,6 +110,16 @@ class Message:
         return cls(
             role="tool", content=content, tool_call_id=call.id, name=call.name, meta={"status": status, **meta}
         )
+
+    def cleaned(self) -> Message:
+        """This message with every text storable as UTF-8 (R10); itself when it already is."""
+        calls = tuple(c.cleaned() for c in self.tool_calls)
+        content = clean_text(self.content)
+        if content is self.content and all(a is b for a, b in zip(calls, self.tool_calls)):
+            return self
+        from dataclasses import replace
+
+        return replace(self, content=content, tool_calls=calls)
 
     def to_dict(self) -> dict[str, Any]:
         d: dict[str, Any] = {"role": self.role, "content": self.content}

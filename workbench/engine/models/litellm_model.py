@@ -19,6 +19,8 @@ from typing import Any
 from workbench.engine.messages import Message, ModelDelta, ModelRequest, ModelResponse, ToolCall
 from workbench.engine.usage import Usage
 from workbench.errors import ModelError
+from workbench.redact import remember, scrub
+from workbench.secrets import env_var_for
 
 log = logging.getLogger(__name__)
 
@@ -102,9 +104,12 @@ def classify(exc: BaseException) -> _Failure:
         return _Failure("timeout", True, status, detail)
     if names & _CONNECTION_ERROR_NAMES or detail.rstrip(".").lower() == "connection error":
         return _Failure("connection", True, None, detail)
-    # The OpenAI client raises "Missing credentials" before any request when no key is set at all.
-    missing_key = "missing credentials" in str(exc).lower() or "api_key client option must be set" in str(exc)
-    if names & {"AuthenticationError", "PermissionDeniedError"} or status in (401, 403) or missing_key:
+    # The OpenAI client raises "Missing credentials" before any request when no key is set at all
+    # (litellm wraps it with a status of 500): a missing key, not a refused one nor a server error.
+    text = str(exc).lower()
+    if re.search(r"missing (?:\w+ )?(?:credentials|api[ _-]?key)|api_key client option must be set", text):
+        return _Failure("no_key", False, None, detail)
+    if names & {"AuthenticationError", "PermissionDeniedError"} or status in (401, 403):
         return _Failure("auth", False, status or 401, detail)
     if "ContextWindowExceededError" in names:
         return _Failure("context", False, status, detail)
@@ -157,6 +162,7 @@ class LiteLLMModel:
         self.model = model
         self.api_base = api_base or None
         self.api_key = api_key or None
+        remember(self.api_key)  # scrubbed from every error that might echo it (R10)
         self.max_retries = max(0, int(max_retries))
         self.backoff_base = backoff_base
         self.timeout = timeout
@@ -221,7 +227,7 @@ class LiteLLMModel:
                     continue
                 log.debug("%s failed after %d attempt(s)", self.model, attempt, exc_info=exc)
                 err = ModelError(
-                    self._message(failure, attempt, mid_stream=yielded),
+                    scrub(self._message(failure, attempt, mid_stream=yielded), self.api_key),
                     retryable=failure.retryable,
                     status=failure.status,
                 )
@@ -368,8 +374,11 @@ class LiteLLMModel:
             when = f" after {attempts} tries"
         else:
             when = ""
+        env = "$" + env_var_for(model)
+        if f.kind == "no_key":
+            return (f"no API key is set for provider {provider} (model {model}) — set {env} in the environment "
+                    "or save a key in Settings (API keys)")
         if f.kind == "auth":
-            env = f"${provider.upper().replace('-', '_')}_API_KEY"
             return f"the API key for {model} was refused ({f.status}) — set it in Settings or {env}"
         if f.kind == "unknown_model":
             return f"unknown model '{model}' — check the model name"
