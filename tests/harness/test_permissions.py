@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import pytest
 from workbench.backends import CompositeBackend, HostBackend
 from workbench.config import PermissionRule, load_config, parse_config
 from workbench.engine.agent import Agent, Engine
@@ -392,3 +393,68 @@ async def test_P2_searches_never_show_files_a_deny_read_rule_covers(tmp_path):
     assert "/project/notes.md" in grep and "keys.md" not in grep and "token" not in grep
     assert "/project/notes.md" in glob and "keys.md" not in glob
     assert "keys.md" not in ls
+
+
+# -- P3 "always: user" ----------------------------------------------------------------------------------------
+
+
+async def test_P3_always_user_saves_the_rule_to_the_user_file_and_every_workspace_loads_it(tmp_path):
+    from workbench.harness.permissions import load_user_rules, user_rules_path
+    from workbench.harness.stack import build_middleware
+
+    user_file = user_rules_path()
+    env = Env(tmp_path, PermissionsMiddleware(rules("model: demo\n"), user_config=user_file))
+    result = await env.run(("delegate_to_researcher", {"task": "t"}))
+    result = await env.engine.resume("t", {result.pending[0].id: {"decision": "approve", "always": "user"}})
+    assert result.status == "done"
+    assert [str(r) for r in load_user_rules(user_file)] == ["allow invoke delegate_to_researcher"]  # no seed
+    assert not (env.ws / "workbench.yaml").exists()
+    # Another workspace, built the standard way: the user rule applies there, with no asking.
+    other = tmp_path / "other"
+    other.mkdir()
+    stack = build_middleware(load_config(other), other, env.backend)
+    perms = next(m for m in stack if isinstance(m, PermissionsMiddleware))
+    verdict = perms.judge("invoke", "delegate_to_researcher")
+    assert verdict.effect == "allow" and str(user_file) in verdict.reason
+
+
+async def test_P3_a_user_allow_rule_never_beats_a_workspace_deny_or_ask(tmp_path):
+    from workbench.harness.permissions import user_rules_path
+
+    user_file = user_rules_path()
+    user_file.parent.mkdir(parents=True, exist_ok=True)
+    user_file.write_text("permissions:\n  rules:\n    - {allow: write, path: '/project/**'}\n")
+    ws_rules = rules("permissions:\n  rules:\n    - {deny: write, path: '/project/.git/**'}\n"
+                     "    - {ask: write, path: '/project/docs/**'}\n")
+    perms = PermissionsMiddleware(ws_rules, user_config=user_file)
+    assert perms.judge("write", "/project/a.md").effect == "allow"
+    assert perms.judge("write", "/project/.git/config").effect == "deny"
+    assert perms.judge("write", "/project/docs/a.md").effect == "ask"
+
+
+def test_P3_a_broken_user_rules_file_is_a_config_error_naming_the_file_and_line(tmp_path):
+    from workbench.errors import ConfigError
+    from workbench.harness.permissions import user_rules_path
+
+    user_file = user_rules_path()
+    user_file.parent.mkdir(parents=True, exist_ok=True)
+    user_file.write_text("permissions:\n  rules:\n    - {allow: fly, path: '/**'}\n")
+    with pytest.raises(ConfigError, match=r"permissions\.yaml:3: permissions\.rules\[0\]"):
+        PermissionsMiddleware([], user_config=user_file)
+
+
+async def test_P3_the_agent_cannot_write_the_user_rules_file(tmp_path):
+    """Else one approved write_file would hand the agent any allow rule (the file is protected, F4)."""
+    from workbench.backends import BackendRefusal
+    from workbench.config import user_config_dir
+    from workbench.harness.permissions import user_rules_path
+    from workbench.harness.stack import build_backend
+
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    user_config_dir().mkdir(parents=True, exist_ok=True)
+    cfg = parse_config(f"mounts:\n  /project: {{host: {ws}}}\n  /user: {{host: {user_config_dir()}}}\n")
+    backend = build_backend(cfg, ws, ws / ".workbench" / "threads.sqlite3")
+    with pytest.raises(BackendRefusal, match="protected path"):
+        await backend.write("/user/permissions.yaml", "permissions:\n  rules:\n    - {allow: write, path: '/**'}\n")
+    assert not user_rules_path().exists()

@@ -4,6 +4,10 @@ Every validated call is turned into resources (P2): ``("invoke", tool)`` plus ``
 path)`` for file tools. Each resource is judged by the rules; the call runs only if every resource
 is allowed. Order of evaluation, per resource:
 
+"Configured" rules are the workspace's ``workbench.yaml`` plus the user's rules file
+(``user_config_dir()/permissions.yaml``, same ``permissions.rules`` format, loaded into every
+workspace): they are judged together, so a user allow never beats a workspace deny or ask.
+
 1. a configured ``deny`` rule → the call is refused with ``Denied: …`` (an approval never lifts it);
 2. a *session* allow rule (an "always" approval, kept in state key ``permission_rules``) → allowed —
    an "always" must stop the asking, so session rules beat configured ``ask`` rules, never ``deny``;
@@ -20,7 +24,12 @@ segment, ``[abc]`` classes; a pattern without a leading ``/`` matches at any dep
 
 "Always" (P3): when an approval says ``always: "session"`` the resources that asked become exact allow
 rules in the thread's state; ``always: "project"`` also appends them to the workspace's
-``workbench.yaml`` (``permissions.rules``), keeping the rest of the file as it is.
+``workbench.yaml`` (``permissions.rules``), keeping the rest of the file as it is; ``always: "user"``
+appends them to the user's rules file instead, so they apply in every workspace.
+
+Paths a rule judges are the ones the backend really opens (P5): the middleware also judges where a
+symlink leads, and installs a ``PathGuard`` so the backend judges the resolved path at open time and
+leaves out of searches what is not allowed outright (P6).
 """
 
 from __future__ import annotations
@@ -61,6 +70,33 @@ __all__ = [
 log = logging.getLogger(__name__)
 
 SESSION_KEY = "permission_rules"
+USER_RULES_FILENAME = "permissions.yaml"
+
+
+def user_rules_path() -> Path:
+    """The user's permission rules, loaded into every workspace (P3 ``always: "user"``)."""
+    from workbench.config import user_config_dir
+
+    return user_config_dir() / USER_RULES_FILENAME
+
+
+def load_user_rules(path: Path) -> list[PermissionRule]:
+    """The rules in the user's rules file (``permissions.rules`` only); none when it is missing.
+
+    A broken file is a ConfigError naming file, line and key, like workbench.yaml.
+    """
+    path = Path(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        return []
+    except (OSError, UnicodeDecodeError) as e:
+        raise ConfigError(f"{path}: cannot read the user permission rules: {e}") from e
+    data = yaml.safe_load(text) if text.strip() else None
+    perms = data.get("permissions") if isinstance(data, dict) else None
+    if not isinstance(perms, dict) or "rules" not in perms:
+        return []  # no list: no rules (not the workspace defaults)
+    return list(parse_config(text, source=str(path)).permissions.rules)
 
 
 # ------------------------------------------------------------------------------------------ matching
@@ -141,26 +177,32 @@ class PermissionsMiddleware(AgentMiddleware):
     state_defaults = {SESSION_KEY: []}
 
     def __init__(self, rules: Sequence[PermissionRule] = (), default: str = "ask", *,
-                 project_config: Path | None = None) -> None:
+                 project_config: Path | None = None, user_config: Path | None = None) -> None:
         if default not in EFFECTS:
             raise ValueError(f"permissions default must be one of {', '.join(EFFECTS)}, not {default!r}")
         self.rules: list[PermissionRule] = list(rules)
         self.default = default
         self.project_config = Path(project_config) if project_config is not None else None
+        # The user's rules file (None: no user rules); judged with the workspace's rules.
+        self.user_config = Path(user_config) if user_config is not None else None
+        self.user_rules: list[PermissionRule] = load_user_rules(self.user_config) if self.user_config else []
         # "always" decisions waiting for their approved call: (thread, call id) -> scope.
         self._always: dict[tuple[str, str], str] = {}
 
     @classmethod
-    def from_config(cls, config: Any, *, project_config: Path | None = None) -> PermissionsMiddleware:
+    def from_config(cls, config: Any, *, project_config: Path | None = None,
+                    user_config: Path | None = None) -> PermissionsMiddleware:
         """Build from a ``PermissionsConfig`` (or a ``WorkbenchConfig`` holding one)."""
         perms = getattr(config, "permissions", config)
-        return cls(perms.rules, perms.default, project_config=project_config)
+        return cls(perms.rules, perms.default, project_config=project_config, user_config=user_config)
 
     # ------------------------------------------------------------------------------------ judging
 
     def _where(self, rule: PermissionRule) -> str:
         if not rule.line:
             return ""
+        if self.user_config is not None and any(rule is r for r in self.user_rules):
+            return f" ({self.user_config} line {rule.line})"
         name = self.project_config.name if self.project_config is not None else CONFIG_FILENAME
         return f" ({name} line {rule.line})"
 
@@ -187,7 +229,7 @@ class PermissionsMiddleware(AgentMiddleware):
         if action != "invoke":
             target = _canonical(target)
         label = f"{action} {target}"
-        matching = [r for r in self.rules if self._matches(r, action, target)]
+        matching = [r for r in (*self.rules, *self.user_rules) if self._matches(r, action, target)]
         for r in matching:
             if r.effect == "deny":
                 return Verdict(action, target, "deny", f"{label} matches '{r}'{self._where(r)}", str(r))
@@ -329,21 +371,22 @@ class PermissionsMiddleware(AgentMiddleware):
                 current.append({"effect": "allow", "action": r.action, "pattern": r.pattern})
                 seen.add((r.action, r.pattern))
         ctx.write(SESSION_KEY, current)
-        if scope == "user":
-            log.warning("'always' for the user config is not supported yet; the rule is kept for this session")
-        if scope != "project":
+        if scope not in ("project", "user"):
             return
-        if self.project_config is None:
-            log.warning("no workbench.yaml to save the 'always' rule to; it is kept for this session")
+        target = self.project_config if scope == "project" else self.user_config
+        if target is None:
+            what = "workbench.yaml" if scope == "project" else "user rules file"
+            log.warning("no %s to save the 'always' rule to; it is kept for this session", what)
             return
         try:
-            lines = append_rules_to_config(self.project_config, new)
+            # The user file gets exactly the new rules, never the workspace defaults as a seed.
+            lines = append_rules_to_config(target, new, seed=scope == "project")
         except (OSError, ConfigError, yaml.YAMLError) as e:
-            log.warning("could not save the permission rule to %s: %s; it is kept for this session",
-                        self.project_config, e)
+            log.warning("could not save the permission rule to %s: %s; it is kept for this session", target, e)
             return
+        kept = self.rules if scope == "project" else self.user_rules
         for r, line in zip(new, lines):
-            self.rules.append(PermissionRule(effect=r.effect, action=r.action, pattern=r.pattern, line=line))
+            kept.append(PermissionRule(effect=r.effect, action=r.action, pattern=r.pattern, line=line))
 
 
 # ---------------------------------------------------------------------------------- workbench.yaml
@@ -378,9 +421,10 @@ def _items(rules: Sequence[PermissionRule], indent: int) -> str:
     return "".join("\n" + " " * indent + "- " + _rule_yaml(r) for r in rules)
 
 
-def _insert_rules(text: str, new: Sequence[PermissionRule]) -> str:
+def _insert_rules(text: str, new: Sequence[PermissionRule], seed_defaults: bool = True) -> str:
     """``text`` with ``new`` appended to ``permissions.rules``; other lines and comments untouched."""
-    seed = list(default_permission_rules())  # an absent rules list means these; keep them
+    # In workbench.yaml an absent rules list means the defaults: keep them. Not in the user file.
+    seed = list(default_permission_rules()) if seed_defaults else []
     root = yaml.compose(text) if text.strip() else None
     if root is None or (isinstance(root, ScalarNode) and _is_null(root)):
         head = text if not text or text.endswith("\n") else text + "\n"
@@ -422,7 +466,7 @@ def _insert_rules(text: str, new: Sequence[PermissionRule]) -> str:
     return text[:start].rstrip(" ") + _items(existing + list(new), indent) + text[stop:]
 
 
-def append_rules_to_config(path: Path, rules: Sequence[PermissionRule]) -> list[int]:
+def append_rules_to_config(path: Path, rules: Sequence[PermissionRule], *, seed: bool = True) -> list[int]:
     """Append allow rules to ``permissions.rules`` of a workbench.yaml (created when missing).
 
     The new text must still load (ConfigError otherwise, and the file is left alone); it is written
@@ -430,7 +474,8 @@ def append_rules_to_config(path: Path, rules: Sequence[PermissionRule]) -> list[
     """
     path = Path(path)
     text = path.read_text(encoding="utf-8") if path.exists() else ""
-    updated = _insert_rules(text, rules)
+    updated = _insert_rules(text, rules, seed)
+    path.parent.mkdir(parents=True, exist_ok=True)
     loaded = parse_config(updated, source=str(path)).permissions.rules
     write_text_atomic(path, updated)
     lines: list[int] = []

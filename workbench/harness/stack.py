@@ -23,7 +23,9 @@ from workbench.engine.middleware import AgentMiddleware
 
 def protected_paths(workspace: Path, store_path: Path) -> list[Path]:
     """Host paths no tool, rule or mount may open (F4): the workspace's ``.workbench/`` (the thread
-    store), the store file wherever it lies, the folder of the API keys and the legacy key file."""
+    store), the store file wherever it lies, the folder of the API keys, the legacy key file and
+    the user's permission rules."""
+    from workbench.harness.permissions import user_rules_path
     from workbench.keystore import key_folder, legacy_keys_file
 
     store = Path(store_path)
@@ -33,6 +35,7 @@ def protected_paths(workspace: Path, store_path: Path) -> list[Path]:
         *(store.with_name(store.name + suffix) for suffix in ("-wal", "-shm", "-journal")),
         key_folder(),
         legacy_keys_file(),
+        user_rules_path(),  # else one approved write_file could give the agent any allow rule (P3)
     ]
 
 
@@ -63,7 +66,7 @@ def build_middleware(config: WorkbenchConfig, workspace: Path, backend: FileBack
     from workbench.harness.budget import BudgetLimit, BudgetMiddleware, check_outermost
     from workbench.harness.files import FilesMiddleware
     from workbench.harness.instructions import InstructionsMiddleware
-    from workbench.harness.permissions import PermissionsMiddleware
+    from workbench.harness.permissions import PermissionsMiddleware, user_rules_path
     from workbench.harness.skills import SkillsMiddleware
     from workbench.harness.todos import TodosMiddleware
 
@@ -76,6 +79,7 @@ def build_middleware(config: WorkbenchConfig, workspace: Path, backend: FileBack
         config.permissions.rules,
         config.permissions.default,
         project_config=workspace / "workbench.yaml",
+        user_config=user_rules_path(),  # the person's own rules, in every workspace (P3)
     )
     stack.append(permissions)
     stack.append(FilesMiddleware(backend, readable=permissions.readable))
