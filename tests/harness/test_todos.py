@@ -157,7 +157,52 @@ async def test_T3_refused_list_is_a_tool_error_the_model_sees_and_changes_nothin
     assert [e.type for e in seen].count("todos_updated") == 1
 
 
+@pytest.mark.parametrize("limit", [1, 3, 30])
+def test_T3_exactly_max_todos_items_are_accepted_one_more_refused(limit):
+    items = [{"content": f"t{i}", "status": "pending"} for i in range(limit)]
+    assert len(apply_todos(empty_todos(), items, max_todos=limit)["items"]) == limit
+    with pytest.raises(TodoError, match=f"{limit + 1} items, over max_todos \\({limit}\\)"):
+        apply_todos(empty_todos(), [*items, {"content": "one more", "status": "pending"}], max_todos=limit)
+
+
+@pytest.mark.parametrize("char", ["x", "\u00e9", "\U0001F600"])  # 1, 2 and 4 UTF-8 bytes: code points count
+def test_T3_content_of_exactly_max_todo_chars_code_points_is_accepted_one_more_refused(char):
+    exact = apply_todos(empty_todos(), [{"content": char * 10, "status": "pending"}], max_todo_chars=10)
+    assert exact["items"][0]["content"] == char * 10
+    with pytest.raises(TodoError, match="content has 11 characters, over max_todo_chars \\(10\\)"):
+        apply_todos(empty_todos(), [{"content": char * 11, "status": "pending"}], max_todo_chars=10)
+
+
+class SlowFirst(AgentMiddleware):
+    """Holds the first tool call of a message a moment before it runs: without the tool's lock the
+    second call would run (and write) first."""
+
+    def __init__(self) -> None:
+        self.seen = 0
+
+    async def wrap_tool_call(self, call, ctx, call_next):
+        import asyncio
+
+        self.seen += 1
+        if self.seen == 1:
+            await asyncio.sleep(0.05)
+        return await call_next(call, ctx)
+
+
 # -- T4 ----------------------------------------------------------------------------------------------------
+async def test_T4_the_lock_makes_the_second_call_wait_for_the_first_even_when_the_first_is_slow(tmp_path):
+    model = ScriptedModel([
+        tool_reply(write({"content": "First", "status": "pending"}),
+                   write({"content": "First", "status": "done"}, {"content": "Second", "status": "pending"})),
+        reply("done"),
+    ])
+    engine = make(tmp_path, model, [SlowFirst(), TodosMiddleware()])
+    assert (await engine.run("t", "plan")).status == "done"
+    assert todos(engine) == {"items": [{"id": 1, "content": "First", "status": "done"},
+                                       {"id": 2, "content": "Second", "status": "pending"}], "next_id": 3}
+    first, second = tool_results(model)
+    assert "[1] pending: First" in first.content and "[1] done: First" in second.content
+
 async def test_T4_two_calls_in_one_message_run_in_turn(tmp_path):
     model = ScriptedModel([
         tool_reply(write({"content": "First", "status": "pending"}),
@@ -254,8 +299,31 @@ async def test_T7_blocked_output_restores_the_list_to_before_the_turn(tmp_path):
     blocker.on = True
     result = await engine.run("t", "two")
     assert result.status == "failed" and "blocked the output" in (result.error or "")
-    assert todos(engine) == before == {"items": [{"id": 1, "content": "Kept", "status": "pending"}], "next_id": 2}
+    # T7: the items go back; T2: next_id does not — id 2 was announced (todos_updated) for "Dropped"
+    assert todos(engine)["items"] == before["items"] == [{"id": 1, "content": "Kept", "status": "pending"}]
+    assert todos(engine)["next_id"] == 3
     assert TodosMiddleware.restore_on_block == frozenset({"todos"})
+
+
+async def test_T2_an_id_announced_in_a_blocked_turn_is_never_handed_out_again(tmp_path):
+    class Blocker(AgentMiddleware):
+        on = True
+
+        async def after_agent(self, answer, ctx):
+            return Block("not allowed") if self.on else None
+
+    blocker = Blocker()
+    model = ScriptedModel([
+        tool_reply(write({"content": "Dropped", "status": "pending"})), reply("blocked"),
+        tool_reply(write({"content": "Other", "status": "pending"})), reply("fine"),
+    ])
+    engine = make(tmp_path, model, [blocker, TodosMiddleware()])
+    assert (await engine.run("t", "one")).status == "failed"
+    blocker.on = False
+    assert (await engine.run("t", "two")).status == "done"
+    announced = [i["id"] for e in engine.store.events("t", types={"todos_updated"}) for i in e.data["items"]]
+    assert announced == [1, 2]  # never 1 twice
+    assert todos(engine) == {"items": [{"id": 2, "content": "Other", "status": "pending"}], "next_id": 3}
 
 
 async def test_T7_the_plan_never_routes_or_filters_tools(tmp_path):

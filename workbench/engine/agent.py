@@ -439,7 +439,8 @@ class Engine:
                     out = await mw.after_agent(answer, HookContext(rt, mw))
                 if isinstance(out, Block):
                     for key, value in rt.turn_snapshot.items():  # M9/T7: restore keys that ask for it
-                        rt.write_state(key, value)
+                        owner = next(m for m in self.agent.middleware if key in m.restore_on_block)
+                        rt.write_state(key, owner.on_restore(key, value, rt.state.get(key)))
                     # The blocked answer must not be shown nor sent back on the next turn. It is not
                     # committed yet (the step's checkpoint comes with _finish): replaced, not rewritten.
                     history = rt.state[MESSAGES]

@@ -191,6 +191,12 @@ class AgentMiddleware:
     async def after_agent(self, answer: str, ctx: HookContext) -> Block | None:
         return None
 
+    def on_restore(self, key: str, before: Any, current: Any) -> Any:
+        """The value a ``restore_on_block`` key takes when the output is blocked (M9): by default its
+        value before the turn. Override to keep what must outlive the turn (todos keep ``next_id``:
+        an id already announced is never handed out again, T2). Pure: no context, no writes."""
+        return before
+
     async def on_decision(self, question: Question, decision: dict[str, Any], ctx: HookContext) -> None:
         """Told of every answered question (e.g. "always" approvals become allow rules, P3)."""
 

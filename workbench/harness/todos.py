@@ -3,7 +3,7 @@
 State key ``todos``: ``{"items": [{"id", "content", "status"}], "next_id": int}``. Ids are small
 integers handed out from ``next_id``, which only grows, so an id is never reused within a thread
 (T2). The plan only guides the model: this middleware never filters tools or decides permissions
-(T7); a blocked output puts the list back through ``restore_on_block``.
+(T7); a blocked output puts the items back through ``restore_on_block`` but keeps ``next_id`` (T2).
 """
 
 from __future__ import annotations
@@ -175,6 +175,12 @@ class TodosMiddleware(AgentMiddleware):
             changes_outside=False,
             owner=self,
         )
+
+    def on_restore(self, key: str, before: Any, current: Any) -> Any:
+        """A blocked output puts the items back (T7) but never ``next_id`` (T2): the turn's ids were
+        announced in stored ``todos_updated`` events."""
+        restored, now = normalize_todos(before), normalize_todos(current)
+        return {**restored, "next_id": max(restored["next_id"], now["next_id"])}
 
     def tools(self) -> Sequence[Tool]:
         return (self._tool,)
