@@ -248,6 +248,19 @@ async def test_M2_sections_over_the_total_bound_fail_the_run_naming_them(tmp_pat
     assert model.calls == 0
 
 
+async def test_M2_sections_of_exactly_the_bound_pass_one_token_more_fails(tmp_path):
+    from workbench.engine.tokens import estimate_tokens
+
+    a, b = Section("a", "alpha beta gamma"), Section("b", "delta epsilon")
+    exact = estimate_tokens(a.text) + estimate_tokens(b.text)
+    model = ScriptedModel([reply("ok")])
+    at = await make(tmp_path / "at", model, [Sections([a, b])], max_prompt_section_tokens=exact).run("t", "go")
+    assert at.status == "done" and model.calls == 1
+    over = await make(tmp_path / "over", ScriptedModel([]), [Sections([a, b])],
+                      max_prompt_section_tokens=exact - 1).run("t", "go")
+    assert over.status == "failed" and f"take {exact} tokens, over max_prompt_section_tokens={exact - 1}" in over.error
+
+
 # -- M3 writes ------------------------------------------------------------------------------------------------------
 async def test_M3_writing_an_undeclared_key_fails_the_run(tmp_path):
     class Sneaky(AgentMiddleware):

@@ -56,6 +56,25 @@ async def test_A1_write_read_and_same_name_replaces(tmp_path):
     assert entry["size"] == 13 and entry["source"] == "agent" and isinstance(entry["updated"], float)
 
 
+async def test_A1_read_artifact_holds_the_lock_it_reads_after_a_slow_write_in_the_same_message(tmp_path):
+    """R4: without the lock on read_artifact the read would run while the write still waits."""
+    import asyncio
+
+    class SlowWrite(AgentMiddleware):
+        async def wrap_tool_call(self, call, ctx, call_next):
+            if call.name == "write_artifact":
+                await asyncio.sleep(0.05)
+            return await call_next(call, ctx)
+
+    model = ScriptedModel([
+        tool_reply(("write_artifact", {"name": "a.md", "content": "fresh"}, "w"), ("read_artifact", {"name": "a.md"}, "r")),
+        reply("done"),
+    ])
+    engine = make(tmp_path, model, extra=[SlowWrite()])
+    assert (await engine.run("t", "go")).status == "done"
+    assert tool_results(model.requests[1])[-1] == "fresh"
+
+
 async def test_A1_mime_is_guessed_from_the_name_or_taken_as_given(tmp_path):
     model = ScriptedModel([
         tool_reply(("write_artifact", {"name": "data.json", "content": "{}"}),
