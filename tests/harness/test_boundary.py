@@ -200,3 +200,68 @@ async def test_P6_an_approved_search_of_an_ask_folder_shows_its_files(tmp_path):
     result, outs, asked = await run_calls(ws, ("grep", {"pattern": "entry", "path": "/project/private"}),
                                           decisions="approve")
     assert len(asked) == 1 and "PRIVATE entry" in outs[0]
+
+
+# -- P5: the path judged is the path opened (no TOCTOU) -----------------------------------------------------
+
+
+def _swap_to_secret(ws: Path) -> None:
+    """Between the rule check and the open: 'public' becomes a symlink to 'secret'."""
+    if not (ws / "public").is_symlink():
+        os.rename(ws / "public", ws / "public.old")
+        os.symlink("secret", ws / "public")
+
+
+def _guarded_backend(tmp_path: Path):
+    from workbench.backends import HostBackend
+    from workbench.backends.guard import PathGuard
+
+    ws = tmp_path / "ws"
+    (ws / "public").mkdir(parents=True)
+    (ws / "secret").mkdir()
+    (ws / "public" / "a.txt").write_text("public\n")
+    (ws / "secret" / "a.txt").write_text("TOPSECRET\n")
+
+    def refusal(action: str, path: str) -> str | None:
+        return f"Denied: {action} {path}" if path.startswith("/secret") else None
+
+    return ws, HostBackend(ws), PathGuard(refusal, lambda p: None)
+
+
+@pytest.mark.skipif(not os.path.exists("/proc/self/fd"), reason="the open-time check needs /proc/self/fd")
+async def test_P5_a_folder_swapped_for_a_symlink_after_the_check_is_refused_on_read(tmp_path, monkeypatch):
+    from workbench.backends import BackendRefusal, HostBackend
+    from workbench.backends.guard import guarding
+
+    ws, backend, guard = _guarded_backend(tmp_path)
+    real_stat = HostBackend._stat
+
+    def stat_then_swap(self, v, real):
+        st = real_stat(self, v, real)
+        _swap_to_secret(ws)
+        return st
+
+    monkeypatch.setattr(HostBackend, "_stat", stat_then_swap)
+    with guarding(guard), pytest.raises(BackendRefusal, match="changed on disk"):
+        await backend.read("/public/a.txt")
+
+
+@pytest.mark.skipif(not os.path.exists("/proc/self/fd"), reason="the open-time check needs /proc/self/fd")
+async def test_P5_a_folder_swapped_for_a_symlink_after_the_check_is_refused_on_write(tmp_path, monkeypatch):
+    import tempfile
+
+    from workbench.backends import BackendRefusal
+    from workbench.backends.guard import guarding
+
+    ws, backend, guard = _guarded_backend(tmp_path)
+    real_mkstemp = tempfile.mkstemp
+
+    def swap_then_mkstemp(*a, **kw):
+        _swap_to_secret(ws)
+        return real_mkstemp(*a, **kw)
+
+    monkeypatch.setattr(tempfile, "mkstemp", swap_then_mkstemp)
+    with guarding(guard), pytest.raises(BackendRefusal, match="changed on disk"):
+        await backend.write("/public/a.txt", "overwritten")
+    assert (ws / "secret" / "a.txt").read_text() == "TOPSECRET\n"
+    assert sorted(p.name for p in (ws / "secret").iterdir()) == ["a.txt"]  # no temp file left

@@ -215,6 +215,7 @@ class HostBackend(FileBackend):
             raise self._os_error(v, exc) from exc
         try:
             self._regular(v, os.fstat(fd))
+            self._check_opened(v, fd, real)
             with os.fdopen(fd, "rb") as f:
                 fd = -1  # the file object owns it now
                 return f.read() if limit is None else f.read(limit)
@@ -223,6 +224,21 @@ class HostBackend(FileBackend):
         finally:
             if fd >= 0:
                 os.close(fd)
+
+    @staticmethod
+    def _check_opened(v: str, fd: int, expected: str, *, parent: bool = False) -> None:
+        """P5, no TOCTOU: the file just opened must be the one whose path was judged (or, for a new
+        file, lie in the judged folder). A folder swapped for a symlink between the check and the
+        open is refused. Needs /proc/self/fd (Linux); elsewhere the check before the open stands."""
+        try:
+            opened = os.readlink(f"/proc/self/fd/{fd}")
+        except OSError:
+            return
+        if parent:
+            opened = os.path.dirname(opened)
+        if os.path.normcase(opened) != os.path.normcase(expected):
+            raise BackendRefusal(v, "the path changed on disk while it was being opened (a symlink swapped "
+                                    "in?); nothing was read or written, call the tool again")
 
     def _read_text(self, v: str, real: str) -> str:
         data = self._read_bytes(v, real)
@@ -258,6 +274,11 @@ class HostBackend(FileBackend):
         tmp = None
         try:
             fd, tmp = tempfile.mkstemp(dir=parent, prefix=".wb-", suffix=".tmp")
+            try:
+                self._check_opened(v, fd, parent, parent=True)
+            except BackendRefusal:
+                os.close(fd)
+                raise
             with os.fdopen(fd, "wb") as f:
                 f.write(data)
                 f.flush()
