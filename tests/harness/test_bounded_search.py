@@ -6,7 +6,6 @@ Also: grep with its default path works on a fresh install, where /user's folder 
 from __future__ import annotations
 
 import asyncio
-import os
 import signal
 import subprocess
 import sys
