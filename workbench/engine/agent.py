@@ -286,6 +286,12 @@ class Engine:
         record = self.store.run(cp.run_id)
         if cp.status not in ("running", "failed") or (record is not None and record.status == "done"):
             raise RunError(f"thread {thread_id}'s last run ended {record.status if record else cp.status}; nothing to recover")
+        if _blocked(cp.state, cp.run_id):
+            # The run ended on purpose: a middleware withheld its answer (M9). Re-running the step would
+            # send the model a history ending in the withheld answer; a new message starts a fresh turn.
+            raise RunError(f"thread {thread_id}'s last run ended on purpose: its answer was blocked "
+                           f"({record.error if record and record.error else 'after_agent'}); nothing to recover "
+                           "— send a new message instead")
         self._check_idle(thread_id)
         rt = _Runtime(self, thread_id, cp.run_id, self._initial_state(cp.state), cp.step, record.input if record else "")
         rt.started = record.started if record else time.time()
@@ -490,6 +496,8 @@ class Engine:
 
     async def _model_step(self, rt: _Runtime) -> ModelResponse:
         system = await self._system_prompt(rt)
+        if rt.stop_requested:  # R6: stopped while the prompt was built: no call is made (nor billed)
+            raise asyncio.CancelledError()
         tools = tuple(t.spec for t in self.agent.tool_map.values())
         request = ModelRequest(system=system, messages=tuple(rt.messages()), tools=tools,
                                settings=dict(self.agent.model_settings))
@@ -498,6 +506,9 @@ class Engine:
 
     def _model_chain(self, rt: _Runtime) -> Callable[[ModelRequest], Any]:
         async def innermost(request: ModelRequest) -> ModelResponse:
+            if rt.stop_requested:  # R6: a wrapper calling `next` again after a stop makes no call
+                raise asyncio.CancelledError()
+            rt.partial = ""  # R6: a cut call's partial answer is its own text, never a discarded retry's
             task = asyncio.ensure_future(self._stream(rt, request))
             rt.model_task = task
             try:
@@ -865,6 +876,14 @@ def _last_answer(rt: _Runtime) -> str:
         if m.get("role") == "assistant" and m.get("content"):
             return str(m["content"])
     return ""
+
+
+def _blocked(state: Mapping[str, Any], run_id: str) -> bool:
+    """Whether the run ended with its answer withheld by after_agent (the last message says so)."""
+    messages = state.get(MESSAGES) or []
+    last = messages[-1] if messages else {}
+    meta = last.get("meta") or {}
+    return last.get("role") == "assistant" and bool(meta.get("blocked")) and meta.get("run", run_id) == run_id
 
 
 def _has_turn(rt: _Runtime) -> bool:
