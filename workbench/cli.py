@@ -393,7 +393,8 @@ class _Output:
         elif event.type == "tool_call_finished":
             name, arguments = self._calls.pop(str(d.get("call_id")), (str(d.get("name")), None))
             summary = _args_summary(arguments)
-            self.line(f"→ {name}{' ' + summary if summary else ''} … {d.get('status')}")
+            edited = " (arguments edited by the person)" if d.get("edited") else ""  # P6
+            self.line(f"→ {name}{' ' + summary if summary else ''} … {d.get('status')}{edited}")
         elif event.type == "interrupt_raised":
             if d.get("kind") == "tool_approval":
                 name, arguments = self._calls.pop(str(d.get("call_id")), (str(d.get("tool")), None))
@@ -880,6 +881,10 @@ def _print_thread(data: dict[str, Any], messages: Sequence[Any]) -> None:
         role = m.role if m.role != "tool" else f"tool {m.name or ''}".rstrip()
         text = (m.content or "").rstrip()
         lines = text.splitlines() or [""]
+        edited = m.role == "tool" and (m.meta or {}).get("edited")
+        if edited:  # P6: the note line is shown as its own line below, with the arguments that ran
+            text = text.split("\n", 1)[1].rstrip() if "\n" in text else ""
+            lines = text.splitlines() or [""]
         if m.role == "tool":  # results can be whole files: one line of them
             status = (m.meta or {}).get("status")
             role += f" [{status}]" if status else ""
@@ -887,6 +892,8 @@ def _print_thread(data: dict[str, Any], messages: Sequence[Any]) -> None:
                 lines = [f"{_one_line(text, 200)} ({len(text):,} chars)"]
         out.append(f"  {role}: {lines[0]}")
         out.extend(f"    {ln}" for ln in lines[1:])
+        if edited:
+            out.append(f"    ✎ edited by the person; ran with {_short(m.meta.get('arguments') or {}, 200)}")
         for c in m.tool_calls:
             out.append(f"    → {c.name} {_short(c.arguments if c.arguments is not None else c.raw_arguments, 200)}")
     out.append("")

@@ -22,7 +22,15 @@ from typing import Any
 from workbench.engine.events import ENVELOPE, Event
 from workbench.engine.frozen import ACTIVE_HOOK, freeze
 from workbench.engine.frozen import append as frozen_append
-from workbench.engine.messages import Message, ModelDelta, ModelRequest, ModelResponse, ToolCall, clean_text
+from workbench.engine.messages import (
+    Message,
+    ModelDelta,
+    ModelRequest,
+    ModelResponse,
+    ToolCall,
+    clean_text,
+    edit_note,
+)
 from workbench.engine.middleware import (
     AgentMiddleware,
     Block,
@@ -628,7 +636,7 @@ class Engine:
 
     async def _one_tool(self, rt: _Runtime, call: ToolCall, tool: Tool | None, resumed: Question | None,
                         held: bool = False) -> ToolOutcome:
-        approved = False
+        approved = edited = False
         if resumed is not None and resumed.kind == "tool_approval":
             decision = rt.answers[resumed.id]
             kind = decision["decision"]
@@ -640,12 +648,15 @@ class Engine:
             if kind == "respond":
                 return self._finish_tool(rt, call, ToolOutcome.ok(str(decision.get("message", ""))))
             if kind == "edit":
-                call = ToolCall.parse(call.id, call.name, decision.get("arguments") or {})
+                # P6: runs with the person's arguments; the committed assistant message keeps the
+                # model's (never rewritten), the result records the edit (see _finish_tool).
+                call = ToolCall.parse(call.id, call.name, decision.get("arguments") or {}).cleaned()
+                edited = True
             approved = True
         error = validate_call(tool, call, list(self.agent.tool_map))
         rt.emit("tool_call_started", call_id=call.id, name=call.name, arguments=call.arguments or {})
         if error is not None:
-            return self._finish_tool(rt, call, ToolOutcome.error(error))
+            return self._finish_tool(rt, call, ToolOutcome.error(error), edited)
         assert tool is not None
         ctx = ToolContext(rt, None, call, tool, approved)
         chain = self._tool_chain(tool, held)
@@ -660,16 +671,20 @@ class Engine:
             if signature in rt.state.get("_rejected", {}).get(rt.run_id, []):
                 # P4: the user rejected this exact call in this run; refuse without asking again.
                 return self._finish_tool(rt, call, ToolOutcome(
-                    "rejected", "Rejected: the user already rejected this exact call in this run. Do not retry it."))
+                    "rejected", "Rejected: the user already rejected this exact call in this run. Do not retry it."),
+                    edited)
             raise Suspend(Question(
                 id=f"approval-{call.id}",
                 kind="tool_approval",
                 payload={"tool": call.name, "arguments": call.arguments or {}, "reason": outcome.reason,
                          "rule": outcome.rule},
             ))
-        return self._finish_tool(rt, call, outcome)
+        return self._finish_tool(rt, call, outcome, edited)
 
-    def _finish_tool(self, rt: _Runtime, call: ToolCall, outcome: ToolOutcome) -> ToolOutcome:
+    def _finish_tool(self, rt: _Runtime, call: ToolCall, outcome: ToolOutcome, edited: bool = False) -> ToolOutcome:
+        if edited:  # P6: the event says so (no content); the result's first line says what ran
+            rt.emit("tool_call_finished", call_id=call.id, name=call.name, status=outcome.status, edited=True)
+            return ToolOutcome(outcome.status, edit_note(call.arguments or {}) + outcome.content)
         rt.emit("tool_call_finished", call_id=call.id, name=call.name, status=outcome.status)
         return outcome
 

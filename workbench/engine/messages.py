@@ -35,6 +35,29 @@ def clean_value(value: Any) -> Any:
     return value
 
 
+EDIT_NOTE = "[The person edited this call's arguments before it ran. It ran with: "
+
+
+def edit_note(arguments: Any) -> str:
+    """The first line of an edited call's result (P6): the model learns what ran, not what it asked.
+
+    One line of compact JSON, so ``edited_arguments`` reads it back from the stored result (results
+    travel through checkpoints and the tool journal as text)."""
+    return EDIT_NOTE + json.dumps(arguments, ensure_ascii=False, sort_keys=True) + "]\n"
+
+
+def edited_arguments(content: str) -> dict[str, Any] | None:
+    """The arguments an edited call ran with, from its result's first line; None when not edited."""
+    if not content.startswith(EDIT_NOTE):
+        return None
+    line = content[len(EDIT_NOTE):content.find("\n")] if "\n" in content else content[len(EDIT_NOTE):]
+    try:
+        value = json.loads(line[:-1] if line.endswith("]") else line)
+    except json.JSONDecodeError:
+        return None
+    return value if isinstance(value, dict) else None
+
+
 def _encodes(value: Any) -> bool:
     if isinstance(value, str):
         return value.isascii() or clean_text(value) is value
@@ -107,6 +130,9 @@ class Message:
 
     @classmethod
     def tool(cls, call: ToolCall, content: str, status: str = "ok", **meta: Any) -> Message:
+        edited = edited_arguments(content)
+        if edited is not None:  # P6: the record of an edit decision travels with the result
+            meta = {"edited": True, "arguments": edited, **meta}
         return cls(
             role="tool", content=content, tool_call_id=call.id, name=call.name, meta={"status": status, **meta}
         )

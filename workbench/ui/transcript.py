@@ -290,6 +290,7 @@ class ToolCallRow(QFrame):
         self.call_id = call_id
         self.name = name
         self.arguments = arguments
+        self.edited = False  # P6: the person edited the arguments before the call ran
         self.status = ""
         self.result = ""
         self.setObjectName("tool_call")
@@ -344,9 +345,16 @@ class ToolCallRow(QFrame):
     def set_arguments(self, arguments: Any) -> None:
         self.arguments = arguments
         self.toggle.setText(self.name)
-        self.summary.setText(_summary(self.name, arguments))
+        summary = _summary(self.name, arguments)
+        self.summary.setText(f"{summary} (edited by you)".lstrip() if self.edited else summary)
         if self.expanded and self.args_view is not None:
             self._fill(self.args_view, _pretty(arguments), 10)
+
+    def mark_edited(self, arguments: Any = None) -> None:
+        """P6: show the arguments the call ran with (when given) and that the person edited them."""
+        self.edited = True
+        self.setToolTip("You edited this call's arguments before it ran; these are the arguments that ran.")
+        self.set_arguments(self.arguments if arguments is None else arguments)
 
     def set_status(self, status: str) -> None:
         if status == self.status:
@@ -610,6 +618,8 @@ class TranscriptView(QScrollArea):
                 row = self._rows.get(m.tool_call_id)
                 if row is not None:
                     row.set_result(m.content, str(m.meta.get("status", "ok")))
+                    if m.meta.get("edited"):  # P6: the model's call is kept; show what ran
+                        row.mark_edited(m.meta.get("arguments"))
         for row in self._rows.values():  # calls of an interrupted step that never got a result
             if row.status == "running":
                 row.set_status("stopped")
@@ -654,6 +664,8 @@ class TranscriptView(QScrollArea):
             self._rows[cid] = row
             self._add(row)
         row.set_status(str(data.get("status", "ok")))
+        if data.get("edited"):  # P6: tool_call_started already carried the edited arguments
+            row.mark_edited()
 
     @Slot(dict)
     def on_tool_results(self, results: dict[str, dict[str, Any]]) -> None:
