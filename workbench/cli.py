@@ -273,8 +273,10 @@ def _one_line(text: str, limit: int = 400) -> str:
 
 
 def _err(text: str) -> None:
+    from workbench.redact import scrub  # R10: an error may quote a provider body that echoes a key
+
     try:
-        print(text, file=sys.stderr, flush=True)
+        print(scrub(text), file=sys.stderr, flush=True)
     except (BrokenPipeError, ValueError):
         pass
 

@@ -131,3 +131,12 @@ async def test_R10_a_provider_error_that_echoes_the_key_is_scrubbed_everywhere(t
         assert SECRET not in text and other not in text and "abcdefghijklmnop0123456789" not in text
         assert SECRET[:12] not in text
     assert "[redacted]" in result.error
+
+
+def test_R10_cli_errors_are_printed_scrubbed(capsys):
+    from workbench.cli import _report
+    from workbench.errors import ModelError
+
+    code = _report(ModelError(f"openai refused the request (400): Incorrect API key provided: {SECRET}"), verbose=False)
+    err = capsys.readouterr().err
+    assert code == 1 and SECRET not in err and "[redacted]" in err and "Incorrect API key provided" in err
