@@ -251,3 +251,44 @@ def test_w1_a_record_others_can_write_trusts_nothing(tmp_path, untrusted, caplog
     os.chmod(path.parent, 0o777)
     trust.trust(ws, cfg)  # rewriting makes the folder private again and the file 0600
     assert stat.S_IMODE(os.stat(path.parent).st_mode) == 0o700 and trust.is_trusted(ws, cfg)
+
+
+# --- property: the safe config never asks for anything -----------------------------------------------
+
+from hypothesis import given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+_effects = st.sampled_from(["allow", "ask", "deny"])
+_rule = st.one_of(
+    st.builds(lambda e, a, p: f"    - {{{e}: {a}, path: '{p}'}}\n", _effects, st.sampled_from(["read", "write"]),
+              st.sampled_from(["/**", "/project/**", "/scratch/**", "/scratch/../x/**", "/user/*", "/memories/**"])),
+    st.builds(lambda e, p: f"    - {{{e}: invoke, tool: '{p}'}}\n", _effects, st.sampled_from(["*", "write_*", "ls"])),
+)
+_mount = st.sampled_from(["", "  /project: {host: ..}\n", "  /d: {host: ./docs}\n", "  /e: {host: /, readonly: true}\n",
+                          "  /user: {host: ~/.config/workbench}\n", "  /user: {host: '~/'}\n", "  /s2: {state: true}\n"])
+
+
+@settings(max_examples=80, deadline=None)
+@given(api_base=st.booleans(), default=_effects, rules=st.lists(_rule, max_size=5), mounts=st.lists(_mount, max_size=3),
+       agent_model=st.booleans())
+def test_w1_property_the_safe_config_asks_for_nothing_and_is_stable(tmp_path_factory, api_base, default, rules,
+                                                                     mounts, agent_model):
+    ws = tmp_path_factory.mktemp("ws")
+    (ws / "docs").mkdir()
+    text = ("api_base: http://x/v1\n" if api_base else "") + f"permissions:\n  default: {default}\n"
+    text += "  rules:\n" + "".join(rules) if rules else ""
+    body = "".join({m.split(":")[0]: m for m in mounts if m}.values())  # one entry per mount point
+    if body:
+        text += "mounts:\n" + body
+    if agent_model:
+        text += "subagents:\n  agents:\n    - {name: r, description: d, model: openai/x}\n"
+    cfg = parse_config(text)
+    safe = trust.safe_config(cfg, ws)
+    assert trust.requests(safe, ws) == []
+    assert trust.safe_config(safe, ws) == safe
+    # Nothing narrowing is lost: every deny and ask rule survives.
+    assert [r for r in cfg.permissions.rules if r.effect != "allow"] == \
+        [r for r in safe.permissions.rules if r.effect != "allow"]
+    # No request, no change.
+    if not trust.requests(cfg, ws):
+        assert safe == cfg
