@@ -15,7 +15,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from workbench.backends.base import normalize
 from workbench.engine.models.scripted import ScriptedModel, reply, tool_reply
+from workbench.errors import BackendRefusal
 from workbench.harness.permissions import PermissionsMiddleware, match_path
 from workbench.session import Session
 
@@ -132,26 +134,52 @@ async def test_P5_no_spelling_of_a_denied_path_is_read(tmp_path, spelling):
     assert "TOPSECRET" not in out and (out.startswith("Denied: ") or out.startswith("Error"))
 
 
-SEGMENT = st.sampled_from([".", "..", "", "secret", "notes", "SECRET", "x", "se\u0301cret", "key.txt"])
+SEGMENT = st.sampled_from([".", "..", "", "secret", "notes", "SECRET", "x", "se\u0301cret", "key.txt",
+                           "key-link.txt", "gitdir", ".git"])
 
 
-@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(parts=st.lists(SEGMENT, min_size=1, max_size=6), trailing=st.booleans())
-def test_P5_hypothesis_any_spelling_matches_the_rule_exactly_when_its_canonical_form_does(parts, trailing):
-    """A rule is judged on the one canonical spelling (normalized, NFC): spelling can't pass it."""
-    from workbench.backends.base import normalize
-    from workbench.errors import BackendRefusal
+def test_P5_hypothesis_no_spelling_of_a_path_reads_the_secret(tmp_path_factory, parts, trailing):
+    """Any spelling, through the rules and the real host backend as a tool call sees them: the named
+    path and its symlink target are judged, the guard judges what is opened; the secret never comes back."""
+    import asyncio
 
+    from workbench.backends import CompositeBackend, HostBackend, PathError
+    from workbench.backends.guard import guarding
+    from workbench.config import parse_config
+
+    ws = _SPELLING_WS.get("ws")
+    if ws is None:
+        ws = _SPELLING_WS["ws"] = workspace(tmp_path_factory.mktemp("spell"))
+    backend = CompositeBackend({"/project": HostBackend(ws)})
+    perms = PermissionsMiddleware.from_config(parse_config(RULES))
     raw = "/project/" + "/".join(parts) + ("/" if trailing else "")
+
+    async def attempt() -> str | None:
+        verdicts = [perms.judge("read", raw)]
+        try:
+            verdicts.append(perms.judge("read", await backend.target(raw)))
+        except PathError:
+            pass
+        if any(v.effect != "allow" for v in verdicts):
+            return None
+        with guarding(perms.guard(verdicts, {}, approved=False)):
+            try:
+                return await backend.read(raw)
+            except PathError:
+                return None
+
+    got = asyncio.run(attempt())
+    assert got is None or "TOPSECRET" not in got, raw
     try:
         canon = unicodedata.normalize("NFC", normalize(raw))
     except BackendRefusal:
         return
-    assert match_path("/project/secret/**", raw) == match_path("/project/secret/**", canon)
-    perms = PermissionsMiddleware([], "allow")
-    perms.rules = list(PermissionsMiddleware.from_config(
-        __import__("workbench.config", fromlist=["parse_config"]).parse_config(RULES)).rules)
     assert perms.judge("read", raw).effect == perms.judge("read", canon).effect
+
+
+_SPELLING_WS: dict[str, Path] = {}
 
 
 def test_P5_unicode_normal_forms_of_a_rule_and_a_path_match():
