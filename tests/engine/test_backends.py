@@ -814,3 +814,37 @@ def test_composite_duplicate_mounts_rejected() -> None:
     with pytest.raises(ValueError, match="twice"):
         CompositeBackend({"/a": state_backend(), "/a/": state_backend()})
 
+
+
+# -- P5, F3: targets and linear globs ---------------------------------------------------------------------
+
+
+async def test_P5_target_names_where_a_symlink_leads_and_the_path_itself_otherwise(tmp_path: Path) -> None:
+    (tmp_path / "secret").mkdir()
+    (tmp_path / "secret" / "k.txt").write_text("x")
+    os.symlink("secret", tmp_path / "notes")
+    host = HostBackend(tmp_path)
+    comp = CompositeBackend({"/project": host})
+    assert await host.target("/notes/k.txt") == "/secret/k.txt"
+    assert await host.target("/notes/new/file.txt") == "/secret/new/file.txt"  # not there yet
+    assert await host.target("/secret/./k.txt") == "/secret/k.txt"
+    assert await comp.target("/project/notes/k.txt") == "/project/secret/k.txt"
+    assert await ReadOnlyBackend(comp).target("/project/notes") == "/project/secret"
+
+
+async def test_P5_on_a_case_insensitive_disk_the_target_is_spelt_as_on_disk(tmp_path: Path) -> None:
+    """Forced: on such a disk /SECRET/k.txt opens /Secret/k.txt, so rules must see '/Secret/k.txt'."""
+    (tmp_path / "Secret").mkdir()
+    (tmp_path / "Secret" / "K.txt").write_text("x")
+    host = HostBackend(tmp_path)
+    host._icase = True  # this machine's disk is case-sensitive; the spelling logic is what is tested
+    assert await host.target("/secret/k.txt") == "/Secret/K.txt"
+    assert await host.target("/Secret/K.txt") == "/Secret/K.txt"
+
+
+def test_F3_strip_glob_prefix_with_many_stars_in_a_segment_is_linear() -> None:
+    import time
+
+    t = time.monotonic()
+    assert strip_glob_prefix("*a*a*a*a*a*a*a*a*b/**", "a" * 200 + "c") == []
+    assert time.monotonic() - t < 0.5

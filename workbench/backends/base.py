@@ -220,6 +220,12 @@ def glob_regex(pattern: str) -> Matcher:
     return linear_regex("".join(out))
 
 
+@lru_cache(maxsize=256)
+def _segment_matcher(seg: str) -> Matcher:
+    """One glob segment, compiled in linear time (``*a*a*a*b`` never backtracks)."""
+    return linear_regex(segment_regex(seg))
+
+
 def split_glob(pattern: str, path: str = "/") -> tuple[str, str]:
     """Split a glob into a normalized base directory and a relative pattern without literal head.
 
@@ -264,7 +270,7 @@ def strip_glob_prefix(pattern: str, prefix: str) -> list[str]:
         if pat[i] == "**":
             walk(i + 1, j)
             walk(i, j + 1)
-        elif re.fullmatch(segment_regex(pat[i]), pre[j], re.DOTALL):
+        elif _segment_matcher(pat[i]).fullmatch(pre[j]):
             walk(i + 1, j + 1)
 
     walk(0, 0)
