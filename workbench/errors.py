@@ -35,6 +35,10 @@ class RunError(WorkbenchError):
     """The run failed: a middleware wrote a key it does not own (M3), sections over budget (M2), Fatal."""
 
 
+class ThreadBusyError(RunError):
+    """R7: another run (this process or another) holds the thread. Refused before anything runs: exit 2."""
+
+
 class StoreError(WorkbenchError):
     """The thread store is unreadable or a thread/run is missing."""
 

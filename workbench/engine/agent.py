@@ -43,10 +43,11 @@ from workbench.engine.middleware import (
     overrides,
 )
 from workbench.engine.models.base import Model
-from workbench.engine.store import RunRecord, Store
+from workbench.engine import store as store_module
+from workbench.engine.store import Claim, RunRecord, Store
 from workbench.engine.tools import Fatal, NeedsApproval, Tool, ToolOutcome, short_json, validate_call
 from workbench.engine.usage import Usage
-from workbench.errors import BuildError, ModelError, RunError, WorkbenchError
+from workbench.errors import BuildError, ModelError, RunError, ThreadBusyError, WorkbenchError
 from workbench.redact import scrub
 
 log = logging.getLogger(__name__)
@@ -143,6 +144,7 @@ class _Runtime:
         self.tool_tasks: list[asyncio.Task[Any]] = []  # the calls in flight, cancelled by stop()
         self.outcomes: dict[str, ToolOutcome] | None = None  # finished calls of the message in flight
         self._view: tuple[dict[str, Any], Mapping[str, Any]] | None = None
+        self.claim: Claim | None = engine._held.get(thread_id)  # R7: every write checks it is still ours
 
     @property
     def backend(self) -> Any:
@@ -165,17 +167,25 @@ class _Runtime:
 
     def emit(self, type: str, **data: Any) -> Event:
         """Publish an event now; a durable one is numbered now and stored with the next checkpoint."""
+        return self.engine._publish(self.stage(type, **data))
+
+    def stage(self, type: str, **data: Any) -> Event:
+        """An event numbered and queued for the next checkpoint, not published yet (R8: a run's closing
+        events are published once the transaction that stores them committed)."""
         clash = ENVELOPE.intersection(data)
         if clash:  # would be hidden behind the envelope in --json lines and to_dict()
             raise RunError(f"event {type!r} uses reserved field names: {', '.join(sorted(clash))}")
         event = Event(type, self.thread_id, self.run_id, self.step, data)
         if event.durable:
             if self.next_seq is None:
-                self.next_seq = self.engine.store.next_event_seq(self.thread_id)
+                # R8: numbered from the count read inside the claim's transaction; each checkpoint
+                # verifies, inside its own, that the numbers continue the stored sequence.
+                self.next_seq = self.claim.next_event_seq if self.claim else \
+                    self.engine.store.next_event_seq(self.thread_id)
             event = Event(type, self.thread_id, self.run_id, self.step, data, event.time, self.next_seq)
             self.next_seq += 1
             self.unsaved_events.append(event)
-        return self.engine._publish(event)
+        return event
 
     def take_events(self) -> list[Event]:
         events, self.unsaved_events = self.unsaved_events, []
@@ -209,6 +219,7 @@ class Engine:
         self.store = store
         self._listeners: list[EventListener] = []
         self._active: dict[str, _Runtime] = {}
+        self._held: dict[str, Claim] = {}  # R7: the claims of this engine's runs, by thread
         self._token_cache: dict[str, int] = {}
 
     # -- events ------------------------------------------------------------------------------------
@@ -234,9 +245,44 @@ class Engine:
         return list(rt.unsaved_events) if rt is not None else []
 
     async def run(self, thread_id: str, input: str) -> RunResult:
-        """One user turn on a thread (created when missing)."""
+        """One user turn on a thread (created when missing). Refused while another run holds it (R7)."""
         if self.store.thread(thread_id) is None:
             self.store.create_thread(title=_title(input), thread_id=thread_id)
+        async with self._claimed(thread_id):
+            return await self._run(thread_id, input)
+
+    async def resume(self, thread_id: str, decisions: Mapping[str, Any]) -> RunResult:
+        """Continue a run suspended by an interrupt (R2, R3) with a decision for every pending question."""
+        async with self._claimed(thread_id):
+            return await self._resume(thread_id, decisions)
+
+    async def recover(self, thread_id: str) -> RunResult:
+        """Re-run the step that failed, or was in flight at a crash, from the last checkpoint (R2).
+
+        Takes over the claim of a run whose process died; refused while the run lives (R7)."""
+        async with self._claimed(thread_id):
+            return await self._recover(thread_id)
+
+    @contextlib.asynccontextmanager
+    async def _claimed(self, thread_id: str) -> Any:
+        """R7: hold the thread in the database while a run lives; released (and heartbeat stopped) at its end.
+
+        Claimed before the thread's checkpoint is read, so what the run starts from is what it writes after."""
+        self._check_idle(thread_id)
+        claim = self.store.claim(thread_id)
+        self._held[thread_id] = claim
+        beat = _Heartbeat(self.store, claim)
+        try:
+            yield claim
+        finally:
+            beat.stop()
+            self._held.pop(thread_id, None)
+            try:
+                self.store.release(claim)
+            except Exception:  # the claim goes stale by itself; the run's result still counts
+                log.exception("could not release the claim on thread %s", thread_id)
+
+    async def _run(self, thread_id: str, input: str) -> RunResult:
         cp = self.store.latest_checkpoint(thread_id)
         if cp is not None and cp.status == "interrupted":
             raise RunError(
@@ -252,8 +298,7 @@ class Engine:
             self.store.rename_thread(thread_id, _title(input))
         return await self._guard(rt, self._start(rt))
 
-    async def resume(self, thread_id: str, decisions: Mapping[str, Any]) -> RunResult:
-        """Continue a run suspended by an interrupt (R2, R3) with a decision for every pending question."""
+    async def _resume(self, thread_id: str, decisions: Mapping[str, Any]) -> RunResult:
         cp = self.store.latest_checkpoint(thread_id)
         if cp is None or cp.status != "interrupted":
             raise RunError(f"thread {thread_id} has no run waiting for decisions")
@@ -277,8 +322,7 @@ class Engine:
         # (with the next checkpoint) even when a decision hook fails.
         return await self._guard(rt, self._continue(rt, cp.pending, questions))
 
-    async def recover(self, thread_id: str) -> RunResult:
-        """Re-run the step that failed, or was in flight at a crash, from the last checkpoint (R2)."""
+    async def _recover(self, thread_id: str) -> RunResult:
         cp = self.store.latest_checkpoint(thread_id)
         runs = self.store.runs(thread_id)
         newest = runs[-1] if runs else None
@@ -311,9 +355,32 @@ class Engine:
             # committed. Re-run the turn from its start, before_agent included.
             rt.step = 0
             return await self._guard(rt, self._start(rt))
+        if cp.status == "running" and cp.pending.get("phase") == "tools":
+            return await self._guard(rt, self._recover_tools(rt, cp.pending))
         # A failed checkpoint written before results were settled (an older store) must not reach the provider.
         self._settle_calls(rt, "error", "the run failed before this call finished", cp.pending, emit=False)
         return await self._guard(rt, self._steps(rt))
+
+    async def _recover_tools(self, rt: _Runtime, pending: Mapping[str, Any]) -> RunResult:
+        """R9: the process died while a step's calls ran. The calls that finished keep their journaled
+        results (and the state they left); a call that changes things outside and started without
+        finishing is not run again (it may have had its effect); only the others run now."""
+        completed = {cid: ToolOutcome(o["status"], o["content"]) for cid, o in (pending.get("completed") or {}).items()}
+        before = set(completed)
+        self._replay_journal(rt, completed, unknown=(
+            "Not finished: the process running this call stopped before it returned, so it may or may not have "
+            "taken effect. Check before trying it again."))
+        last = rt.messages()[-1]
+        for call in last.tool_calls:
+            outcome = completed.get(call.id)
+            if outcome is not None and call.id not in before and outcome.status == "error" \
+                    and outcome.content.startswith("Not finished: the process"):
+                self._finish_tool(rt, call, outcome)
+        done = await self._run_tools(rt, last.tool_calls, completed, {})
+        if done is not None:
+            return done
+        self._checkpoint(rt, "running")
+        return await self._steps(rt)
 
     def stop(self, thread_id: str) -> bool:
         """Stop the run in flight on a thread: it ends ``aborted`` with its partial answer kept (R6)."""
@@ -349,6 +416,8 @@ class Engine:
             return await body
         except asyncio.CancelledError:
             return await self._finish(rt, "aborted", answer=rt.partial, error="the run was cancelled")
+        except ThreadBusyError:
+            raise  # R7: another process took the thread over; this run may write nothing more
         except Exception as e:
             if getattr(e, "abort_status", None) == "aborted":
                 # A hook ended the run on purpose (a budget reached, B2): aborted, partial answer kept.
@@ -359,7 +428,10 @@ class Engine:
             return await self._fail(rt, str(e))
         finally:
             if rt.unsaved_events:  # an ending that bypassed _finish must not lose its durable events
-                self.store.append_events(rt.take_events())
+                try:
+                    self.store.append_events(rt.take_events(), claim=rt.claim.token if rt.claim else None)
+                except WorkbenchError as e:  # the claim was taken over: its events are not ours to store
+                    log.warning("events of run %s not stored: %s", rt.run_id, e)
             CURRENT_RUN.reset(token)
             self._active.pop(rt.thread_id, None)
             self.store.active_threads.discard(rt.thread_id)
@@ -398,6 +470,12 @@ class Engine:
         # phase "tools": the assistant message is committed; run the calls that have no result yet.
         last = rt.messages()[-1]
         by_call = {q.call_id: q for q in questions if q.call_id}
+        # R9: running again, committed before the calls run: a crash from here on recovers this step's
+        # calls (the answered approvals are asked again), never the suspended checkpoint's questions.
+        usage = rt.run_usage + sum((u for _, u in rt.calls), Usage())
+        self._checkpoint(rt, "running", {"phase": "tools", "completed": {c: {"status": o.status, "content": o.content}
+                                                                         for c, o in completed.items()}},
+                         RunRecord(rt.run_id, rt.thread_id, "running", rt.input, "", None, usage, rt.started, None))
         done = await self._run_tools(rt, last.tool_calls, completed, by_call)
         if done is not None:
             return done
@@ -438,6 +516,9 @@ class Engine:
                 return await self._finish(rt, "aborted", error="stopped by the user")
             if not message.tool_calls:
                 return await self._complete(rt, message.content)
+            # R9: the message and its calls are committed before any of them runs: after a crash from
+            # here on, recovery replays the finished calls from the journal, never asks the model again.
+            self._checkpoint(rt, "running", {"phase": "tools"})
             done = await self._run_tools(rt, message.tool_calls, {}, {})
             if done is not None:
                 return done
@@ -583,6 +664,7 @@ class Engine:
                 # R4: when an earlier call on this lock waits for the user, this one may still ask (the
                 # questions of a message come together) but may not run before it: it runs on resume.
                 completed[call.id] = await self._one_tool(rt, call, tool, resumed.get(call.id), name in held)
+                self._journal(rt, call, completed[call.id])  # R9: stored the moment it finished
             except _Held:
                 pass  # neither a result nor a question until the earlier call is answered
             except Suspend as s:
@@ -697,6 +779,10 @@ class Engine:
         async def innermost(call: ToolCall, ctx: ToolContext) -> ToolOutcome | NeedsApproval:
             if held:
                 raise _Held()
+            rt = CURRENT_RUN.get()
+            if tool.changes_outside and rt is not None:  # R9: never run twice after a crash (see _recover_tools)
+                self.store.journal_start(rt.thread_id, rt.run_id, rt.step, call.id,
+                                         claim=rt.claim.token if rt.claim else None)
             try:
                 with _active(f"{tool.owner.name} (tool {tool.name})" if tool.owner else f"tool {tool.name}"):
                     result = await tool.func(call.arguments or {}, ctx.bound(tool.owner))
@@ -717,18 +803,58 @@ class Engine:
     # -- ends ------------------------------------------------------------------------------------------------
     def _checkpoint(self, rt: _Runtime, status: str, pending: dict[str, Any] | None = None,
                     record: RunRecord | None = None) -> None:
-        """R1: state, messages, this step's usage (and the run record) in one transaction."""
+        """R1, R8: state, messages, this step's usage, the run record and the events so far in one transaction."""
         pending = dict(pending or {})
         if rt.turn_snapshot:
             pending["turn_snapshot"] = rt.turn_snapshot
         events = list(rt.unsaved_events)
         self.store.save_checkpoint(rt.thread_id, rt.run_id, rt.step, status, rt.state, pending,
-                                   calls=rt.calls, run=record, thread_status=status, events=events)
+                                   calls=rt.calls, run=record, thread_status=status, events=events,
+                                   claim=rt.claim.token if rt.claim else None)
         del rt.unsaved_events[:len(events)]  # only once written: a failed checkpoint loses no event
         for _, u in rt.calls:
             rt.run_usage = rt.run_usage + u
             rt.thread_usage = rt.thread_usage + u
         rt.calls = []
+
+    def _close(self, rt: _Runtime, status: str, pending: dict[str, Any] | None, record: RunRecord,
+               closing: Sequence[tuple[str, dict[str, Any]]]) -> None:
+        """R8: the checkpoint, the run record and the events the run closes with commit as ONE transaction;
+        the closing events are published only once stored. If it fails they are withdrawn (the ending
+        that follows closes the run instead) and nothing of it landed."""
+        mark, seq = len(rt.unsaved_events), rt.next_seq
+        staged = [rt.stage(type, **data) for type, data in closing]
+        try:
+            self._checkpoint(rt, status, pending, record)
+        except BaseException:
+            del rt.unsaved_events[mark:]
+            rt.next_seq = seq
+            raise
+        for event in staged:
+            self._publish(event)
+
+    def _journal(self, rt: _Runtime, call: ToolCall, outcome: ToolOutcome) -> None:
+        """R9: a finished call's result, the state its writes left and the events so far, stored now."""
+        events = list(rt.unsaved_events)
+        self.store.journal_finish(rt.thread_id, rt.run_id, rt.step, call.id, outcome.status, outcome.content,
+                                  rt.state, events=events, claim=rt.claim.token if rt.claim else None)
+        del rt.unsaved_events[:len(events)]
+
+    def _replay_journal(self, rt: _Runtime, completed: dict[str, ToolOutcome], *, unknown: str | None) -> None:
+        """R9: the calls of the step in flight that finished before the run ended keep their results
+        and the state they left; with ``unknown``, a call that changes things outside and started but
+        never finished gets that as an error result (it may have had its effect: never run twice)."""
+        last: dict[str, Any] | None = None
+        for entry in self.store.journal(rt.thread_id, rt.run_id, rt.step):
+            if entry.status == "started":
+                if unknown is not None and entry.call_id not in completed:
+                    completed[entry.call_id] = ToolOutcome("error", unknown)
+                continue
+            completed[entry.call_id] = ToolOutcome(entry.status, entry.content)  # type: ignore[arg-type]
+            last = entry.state
+        if last is not None:
+            for key, value in last.items():
+                rt.state[key] = freeze(value, key)
 
     def _settle_calls(self, rt: _Runtime, status: str, why: str, pending: Mapping[str, Any] | None = None,
                       emit: bool = True) -> None:
@@ -760,15 +886,13 @@ class Engine:
 
     async def _suspend(self, rt: _Runtime, pending: dict[str, Any]) -> RunResult:
         questions = [Question.from_dict(q) for q in pending["questions"]]
-        record = RunRecord(rt.run_id, rt.thread_id, "interrupted", rt.input, "", None, Usage(), rt.started, None)
-        self._checkpoint(rt, "interrupted", pending, record)
-        record = RunRecord(rt.run_id, rt.thread_id, "interrupted", rt.input, "", None, rt.run_usage, rt.started, None)
-        self.store.save_run(record)
-        for q in questions:
-            rt.emit("interrupt_raised", id=q.id, kind=q.kind, call_id=q.call_id,
-                    tool=q.payload.get("tool"), reason=q.payload.get("reason"))
-        rt.emit("run_finished", status="interrupted", usage=rt.run_usage.to_dict(), pending=len(questions))
-        self.store.append_events(rt.take_events())
+        usage = rt.run_usage + sum((u for _, u in rt.calls), Usage())
+        record = RunRecord(rt.run_id, rt.thread_id, "interrupted", rt.input, "", None, usage, rt.started, None)
+        closing: list[tuple[str, dict[str, Any]]] = [
+            ("interrupt_raised", {"id": q.id, "kind": q.kind, "call_id": q.call_id, "tool": q.payload.get("tool"),
+                                  "reason": q.payload.get("reason")}) for q in questions]
+        closing.append(("run_finished", {"status": "interrupted", "usage": usage.to_dict(), "pending": len(questions)}))
+        self._close(rt, "interrupted", pending, record, closing)
         return RunResult("interrupted", "", rt.run_usage, tuple(questions), None, rt.thread_id, rt.run_id)
 
     async def _fail(self, rt: _Runtime, error: str) -> RunResult:
@@ -798,29 +922,59 @@ class Engine:
             rt.state, rt.step = state, step
             # Failed after a resume, the calls of the committed message may lack results: those that
             # ran before the suspension keep theirs (their writes are in this state), the others did not run.
+            # R9: so do the calls of this step that finished (journaled) before it failed.
             rt.outcomes = None
-            self._settle_calls(rt, "error", ended, cp.pending if same else None)
-            record = RunRecord(rt.run_id, rt.thread_id, status, rt.input, answer, error,
-                               rt.run_usage + sum((u for _, u in rt.calls), Usage()), rt.started, time.time())
-            self._checkpoint(rt, "failed", None, record)
-            rt.state, rt.step = saved_state, saved_step
+            completed = {cid: ToolOutcome(o["status"], o["content"])
+                         for cid, o in ((cp.pending if same else {}).get("completed") or {}).items()}
+            if same:
+                self._replay_journal(rt, completed, unknown=None)
+            self._settle_calls(rt, "error", ended, {"completed": {c: {"status": o.status, "content": o.content}
+                                                                   for c, o in completed.items()}})
+            ending = "failed"
         else:
             self._settle_calls(rt, "stopped" if status == "aborted" else "error", ended)
-            record = RunRecord(rt.run_id, rt.thread_id, status, rt.input, answer, error,
-                               rt.run_usage + sum((u for _, u in rt.calls), Usage()), rt.started, time.time())
-            self._checkpoint(rt, status, None, record)
-        for mw in self.agent.middleware:
+            ending = status
+        usage = rt.run_usage + sum((u for _, u in rt.calls), Usage())
+        record = RunRecord(rt.run_id, rt.thread_id, status, rt.input, answer, error, usage, rt.started, time.time())
+        for mw in self.agent.middleware:  # before the closing transaction: events they emit close with it
             if overrides(mw, "on_run_end"):
                 try:
                     await mw.on_run_end(status, HookContext(rt, mw))
                 except Exception:
                     log.exception("%s.on_run_end failed", mw.name)
-        data: dict[str, Any] = {"status": status, "usage": rt.run_usage.to_dict()}
+        data: dict[str, Any] = {"status": status, "usage": usage.to_dict()}
         if error:
             data["error"] = error[:500]
-        rt.emit("run_finished", **data)
-        self.store.append_events(rt.take_events())
+        try:
+            self._close(rt, ending, None, record, [("run_finished", data)])
+        finally:
+            if status == "failed" and not keep_state:
+                rt.state, rt.step = saved_state, saved_step
         return RunResult(status, answer, rt.run_usage, (), error, rt.thread_id, rt.run_id)
+
+
+class _Heartbeat:
+    """R7: refreshes a run's claim from a thread of its own, so a long model or tool call (or a busy
+    event loop) does not make a live run look dead."""
+
+    def __init__(self, store: Store, claim: Claim) -> None:
+        import threading
+
+        self._stop = threading.Event()
+        self._store, self._claim = store, claim
+        self._thread = threading.Thread(target=self._beat, name=f"claim-{claim.thread_id}", daemon=True)
+        self._thread.start()
+
+    def _beat(self) -> None:
+        while not self._stop.wait(store_module.HEARTBEAT_EVERY):
+            try:
+                if not self._store.heartbeat(self._claim):
+                    return  # taken over: the run's next write is refused
+            except Exception:  # a busy or closed store: the next beat tries again
+                log.debug("claim heartbeat failed", exc_info=True)
+
+    def stop(self) -> None:
+        self._stop.set()
 
 
 class _Held(Suspend):

@@ -1,17 +1,24 @@
-"""The durable thread store: SQLite in ``<workspace>/.workbench/`` (R1, R3, R5, M8).
+"""The durable thread store: SQLite in ``<workspace>/.workbench/`` (R1, R3, R5, R7–R9, M8, F3).
 
-WAL mode, one transaction per checkpoint: a crash loses at most the step in flight. Durable events
-are appended as they happen so late subscribers can replay them.
+WAL mode, one transaction per checkpoint: a crash loses at most the step in flight. A run claims its
+thread (R7: one writer per thread, across processes); every write of a claimed run checks the claim
+inside its transaction. A tool call's result is journaled the moment it finishes (R9). Events and
+messages are append-only: a conflicting write fails loudly. State values are stored once per change
+(F3): checkpoints reference them by content hash.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
+import logging
+import os
+import socket
 import sqlite3
 import threading
 import time
 import uuid
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -19,10 +26,18 @@ from typing import Any
 
 from workbench.engine.events import Event
 from workbench.engine.usage import Usage
-from workbench.errors import StoreError
+from workbench.errors import StoreError, ThreadBusyError
+
+log = logging.getLogger(__name__)
 
 MESSAGES_KEY = "messages"
 COUNT_KEY = "__message_count"
+REFS_KEY = "__refs"  # a checkpoint's non-message state: {key: content hash} into state_values (F3)
+
+#: R7: a live run refreshes its claim this often (seconds); a claim not refreshed for STALE_AFTER is
+#: taken to be a dead process's (a claim on this host whose pid is gone is dead at once).
+HEARTBEAT_EVERY = 10.0
+STALE_AFTER = 60.0
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS threads (
@@ -51,6 +66,18 @@ CREATE TABLE IF NOT EXISTS usage (
     usage TEXT NOT NULL, time REAL NOT NULL
 );
 CREATE INDEX IF NOT EXISTS usage_thread ON usage(thread_id, run_id);
+CREATE TABLE IF NOT EXISTS claims (
+    thread_id TEXT PRIMARY KEY, token TEXT NOT NULL, pid INTEGER NOT NULL, host TEXT NOT NULL,
+    since REAL NOT NULL, heartbeat REAL NOT NULL
+);
+CREATE TABLE IF NOT EXISTS journal (
+    thread_id TEXT NOT NULL, run_id TEXT NOT NULL, step INTEGER NOT NULL, call_id TEXT NOT NULL,
+    status TEXT NOT NULL, content TEXT NOT NULL DEFAULT '', state TEXT NOT NULL DEFAULT '{}',
+    time REAL NOT NULL, PRIMARY KEY (thread_id, run_id, step, call_id)
+);
+CREATE TABLE IF NOT EXISTS state_values (
+    thread_id TEXT NOT NULL, hash TEXT NOT NULL, value TEXT NOT NULL, PRIMARY KEY (thread_id, hash)
+);
 """
 
 
@@ -74,6 +101,42 @@ class Checkpoint:
     state: dict[str, Any]
     pending: dict[str, Any]  # {"phase": "model"|"tools", "questions": [...], "completed": {...}} or {}
     created: float
+
+
+@dataclass(frozen=True)
+class Claim:
+    """R7: the process that holds a thread (one writer per thread, across processes)."""
+
+    thread_id: str
+    token: str
+    pid: int
+    host: str
+    since: float
+    heartbeat: float
+    next_event_seq: int = 1  # read inside the claim's transaction: the run numbers its events from here
+
+    @property
+    def alive(self) -> bool:
+        """False when the holder is gone: its pid is dead on this host, or it stopped refreshing."""
+        if time.time() - self.heartbeat > STALE_AFTER:
+            return False
+        if self.host == socket.gethostname():
+            return _pid_alive(self.pid)
+        return True
+
+    def describe(self) -> str:
+        since = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(self.since))
+        return f"process {self.pid} on {self.host}, since {since}"
+
+
+@dataclass(frozen=True)
+class JournalEntry:
+    """R9: one tool call of a step in flight: ``started`` (never finished) or its outcome."""
+
+    call_id: str
+    status: str
+    content: str
+    state: dict[str, Any]  # the non-message state when it finished (what its writes made it)
 
 
 @dataclass(frozen=True)
@@ -137,18 +200,21 @@ class Store:
         return tid
 
     def thread(self, thread_id: str) -> ThreadInfo | None:
+        """The thread; its status is ``running`` only while a live process holds it (R9)."""
         with self._lock:
             row = self._db.execute(
                 "SELECT id, title, created, updated, status, usage FROM threads WHERE id=?", (thread_id,)
             ).fetchone()
-        return _thread(row) if row else None
+            claims = self._claims((thread_id,)) if row else {}
+        return _thread(row, claims) if row else None
 
     def threads(self) -> list[ThreadInfo]:
         with self._lock:
             rows = self._db.execute(
                 "SELECT id, title, created, updated, status, usage FROM threads ORDER BY updated DESC, rowid DESC"
             ).fetchall()
-        return [_thread(r) for r in rows]
+            claims = self._claims(None)
+        return [_thread(r, claims) for r in rows]
 
     def rename_thread(self, thread_id: str, title: str) -> None:
         with self.transaction() as db:
@@ -156,7 +222,7 @@ class Store:
 
     def delete_thread(self, thread_id: str) -> None:
         with self.transaction() as db:
-            for table in ("checkpoints", "messages", "runs", "events", "usage"):
+            for table in ("checkpoints", "messages", "runs", "events", "usage", "claims", "journal", "state_values"):
                 db.execute(f"DELETE FROM {table} WHERE thread_id=?", (thread_id,))
             db.execute("DELETE FROM threads WHERE id=?", (thread_id,))
 
@@ -174,28 +240,35 @@ class Store:
         run: RunRecord | None = None,
         thread_status: str | None = None,
         events: Sequence[Event] = (),
+        claim: str | None = None,
     ) -> int:
-        """Write state, pending questions, this step's usage rows, events and the run record in ONE transaction.
+        """Write state, pending questions, this step's usage rows, events and the run record in ONE transaction (R1, R8).
 
         Messages are append-only, so only those past the previous checkpoint's count are written: the
-        cost of a checkpoint does not grow with the history.
+        cost of a checkpoint does not grow with the history. Each state key's JSON is stored once per
+        distinct value (F3). With ``claim`` (a run's claim token) the write is refused unless the run
+        still holds the thread (R7). The step's tool journal is cleared: its results are in the messages.
         """
         now = time.time()
         messages = state.get(MESSAGES_KEY, [])
-        rest = {k: v for k, v in state.items() if k != MESSAGES_KEY}
-        rest[COUNT_KEY] = len(messages)
-        state_json = json.dumps(rest, ensure_ascii=False)
+        values = _state_values(state)
+        refs = {k: h for k, (h, _) in values.items()}
+        state_json = json.dumps({REFS_KEY: refs, COUNT_KEY: len(messages)}, ensure_ascii=False)
         with self.transaction() as db:
+            self._check_claim(db, thread_id, claim)
             row = db.execute(
                 "SELECT seq, state FROM checkpoints WHERE thread_id=? ORDER BY seq DESC LIMIT 1", (thread_id,)
             ).fetchone()
             seq = int(row[0]) + 1 if row else 1
             known = _stored_count(row[1]) if row else 0
-            db.executemany(
-                "INSERT OR REPLACE INTO messages(thread_id, idx, message) VALUES (?,?,?)",
-                [(thread_id, i, json.dumps(messages[i], ensure_ascii=False)) for i in range(min(known, len(messages)), len(messages))],
-            )
-            self._insert_events(db, events)
+            if len(messages) < known:
+                raise StoreError(f"thread {thread_id} in {self.path}: a checkpoint would drop committed messages "
+                                 f"({len(messages)} < {known}); messages are append-only")
+            self._insert(db, "messages", thread_id,
+                         [(thread_id, i, json.dumps(messages[i], ensure_ascii=False)) for i in range(known, len(messages))])
+            self._insert_values(db, thread_id, values)
+            self._insert_events(db, events, check=True)
+            db.execute("DELETE FROM journal WHERE thread_id=?", (thread_id,))
             db.execute(
                 "INSERT INTO checkpoints(thread_id, seq, run_id, step, status, state, pending, created)"
                 " VALUES (?,?,?,?,?,?,?,?)",
@@ -221,8 +294,12 @@ class Store:
                     (run.id, run.thread_id, run.status, run.input, run.answer, run.error,
                      json.dumps(run.usage.to_dict()), run.started, run.finished),
                 )
+            if claim is not None:  # every checkpoint is also a heartbeat
+                db.execute("UPDATE claims SET heartbeat=? WHERE thread_id=? AND token=?", (now, thread_id, claim))
             # Keep the store small: only the newest checkpoints are needed to recover or resume.
             db.execute("DELETE FROM checkpoints WHERE thread_id=? AND seq <= ?", (thread_id, seq - 20))
+            if seq % 20 == 0:
+                self._collect_values(db, thread_id)
         return seq
 
     def latest_checkpoint(self, thread_id: str, *, messages: bool = True) -> Checkpoint | None:
@@ -239,6 +316,8 @@ class Store:
             try:
                 state, pending = json.loads(row[5]), json.loads(row[6])
                 count = int(state.pop(COUNT_KEY, 0))
+                if REFS_KEY in state:
+                    state = self._load_values(thread_id, state[REFS_KEY], f"checkpoint {row[1]}")
                 if not messages:
                     return Checkpoint(row[0], row[1], row[2], row[3], row[4], state, pending, row[7])
                 rows = self._db.execute(
@@ -310,18 +389,172 @@ class Store:
             self._insert_events(db, [numbered])
         return numbered
 
-    def append_events(self, events: Sequence[Event]) -> None:
+    def append_events(self, events: Sequence[Event], *, claim: str | None = None) -> None:
         """Store events already numbered by the engine (those emitted after a run's last checkpoint)."""
         if events:
             with self.transaction() as db:
+                self._check_claim(db, events[0].thread_id, claim)
                 self._insert_events(db, events)
 
+    def _insert_events(self, db: sqlite3.Connection, events: Sequence[Event], *, check: bool = False) -> None:
+        """Append events; a number already taken fails loudly (R7). ``check``: the run's numbers must
+        continue the thread's stored sequence, verified inside the transaction (R8)."""
+        if not events:
+            return
+        if check:
+            by_thread: dict[str, int] = {}
+            for e in events:
+                by_thread.setdefault(e.thread_id, e.seq)
+            for tid, first in by_thread.items():
+                last = int(db.execute("SELECT COALESCE(MAX(seq), 0) FROM events WHERE thread_id=?", (tid,)).fetchone()[0])
+                if first <= last:
+                    raise StoreError(f"event {first} of thread {tid} in {self.path} is already stored (the thread's "
+                                     f"last is {last}): another writer added events to this thread")
+        self._insert(db, "events", events[0].thread_id,
+                     [(e.thread_id, e.seq, e.type, e.run_id, e.step, e.time, json.dumps(e.data)) for e in events])
+
+    def _insert(self, db: sqlite3.Connection, table: str, thread_id: str, rows: list[tuple[Any, ...]]) -> None:
+        """Append rows to an append-only table (events, messages): never overwrite one (R7)."""
+        if not rows:
+            return
+        marks = ",".join("?" * len(rows[0]))
+        columns = {"events": "thread_id, seq, type, run_id, step, time, data", "messages": "thread_id, idx, message"}
+        try:
+            db.executemany(f"INSERT INTO {table}({columns[table]}) VALUES ({marks})", rows)
+        except sqlite3.IntegrityError as e:
+            raise StoreError(f"{table} of thread {thread_id} in {self.path}: a row with the same number is already "
+                             f"stored ({e}); another process wrote this thread — nothing was overwritten") from None
+
+    # -- state values, once per change (F3) ----------------------------------------------------------
     @staticmethod
-    def _insert_events(db: sqlite3.Connection, events: Sequence[Event]) -> None:
+    def _insert_values(db: sqlite3.Connection, thread_id: str, values: Mapping[str, tuple[str, str]]) -> None:
         db.executemany(
-            "INSERT OR REPLACE INTO events(thread_id, seq, type, run_id, step, time, data) VALUES (?,?,?,?,?,?,?)",
-            [(e.thread_id, e.seq, e.type, e.run_id, e.step, e.time, json.dumps(e.data)) for e in events],
+            "INSERT OR IGNORE INTO state_values(thread_id, hash, value) VALUES (?,?,?)",
+            [(thread_id, h, text) for h, text in values.values()],
         )
+
+    def _load_values(self, thread_id: str, refs: Mapping[str, str], what: str) -> dict[str, Any]:
+        if not refs:
+            return {}
+        wanted = sorted(set(refs.values()))
+        found: dict[str, str] = {}
+        for i in range(0, len(wanted), 500):
+            chunk = wanted[i:i + 500]
+            found.update(self._db.execute(
+                f"SELECT hash, value FROM state_values WHERE thread_id=? AND hash IN ({','.join('?' * len(chunk))})",
+                (thread_id, *chunk),
+            ).fetchall())
+        missing = [k for k, h in refs.items() if h not in found]
+        if missing:
+            raise StoreError(f"{what} of thread {thread_id} in {self.path} is missing state values: {', '.join(missing)}")
+        return {k: json.loads(found[h]) for k, h in refs.items()}
+
+    @staticmethod
+    def _collect_values(db: sqlite3.Connection, thread_id: str) -> None:
+        """Drop the state values no kept checkpoint nor journal entry references."""
+        used: set[str] = set()
+        for (text,) in db.execute("SELECT state FROM checkpoints WHERE thread_id=?", (thread_id,)):
+            used.update((json.loads(text).get(REFS_KEY) or {}).values())
+        for (text,) in db.execute("SELECT state FROM journal WHERE thread_id=?", (thread_id,)):
+            used.update(json.loads(text).values())
+        stale = [(thread_id, h) for (h,) in db.execute("SELECT hash FROM state_values WHERE thread_id=?", (thread_id,))
+                 if h not in used]
+        db.executemany("DELETE FROM state_values WHERE thread_id=? AND hash=?", stale)
+
+    # -- claims: one writer per thread, across processes (R7) ------------------------------------------
+    def claim(self, thread_id: str) -> Claim:
+        """Claim a thread for a run, or raise ``ThreadBusyError`` naming the live holder.
+
+        A conditional update inside an immediate transaction: the row is taken only when free or when
+        its holder is gone (a dead pid on this host, or no heartbeat for ``STALE_AFTER`` seconds).
+        """
+        now = time.time()
+        mine = Claim(thread_id, uuid.uuid4().hex, os.getpid(), socket.gethostname(), now, now)
+        with self.transaction() as db:
+            row = db.execute("SELECT thread_id, token, pid, host, since, heartbeat FROM claims WHERE thread_id=?",
+                             (thread_id,)).fetchone()
+            if row is not None:
+                held = Claim(*row)
+                if held.alive:
+                    same = held.pid == mine.pid and held.host == mine.host
+                    where = f"in {'this' if same else 'another'} process ({held.describe()})"
+                    raise ThreadBusyError(
+                        f"thread {thread_id} already has a run in flight {where}: wait for it to end or stop it "
+                        f"there; `workbench show {thread_id}` reads it meanwhile")
+                log.warning("taking over thread %s from a dead run (%s)", thread_id, held.describe())
+            changed = db.execute(
+                "UPDATE claims SET token=?, pid=?, host=?, since=?, heartbeat=? WHERE thread_id=? AND token=?",
+                (mine.token, mine.pid, mine.host, now, now, thread_id, row[1]),
+            ).rowcount if row is not None else 0
+            if not changed:
+                db.execute("INSERT INTO claims(thread_id, token, pid, host, since, heartbeat) VALUES (?,?,?,?,?,?)",
+                           (thread_id, mine.token, mine.pid, mine.host, now, now))
+            last = db.execute("SELECT COALESCE(MAX(seq), 0) FROM events WHERE thread_id=?", (thread_id,)).fetchone()
+        return Claim(thread_id, mine.token, mine.pid, mine.host, now, now, int(last[0]) + 1)
+
+    def release(self, claim: Claim) -> None:
+        with self.transaction() as db:
+            db.execute("DELETE FROM claims WHERE thread_id=? AND token=?", (claim.thread_id, claim.token))
+
+    def heartbeat(self, claim: Claim) -> bool:
+        """Refresh a live claim; False when it was taken over (the run must not write any more)."""
+        with self.transaction() as db:
+            return db.execute("UPDATE claims SET heartbeat=? WHERE thread_id=? AND token=?",
+                              (time.time(), claim.thread_id, claim.token)).rowcount == 1
+
+    def holder(self, thread_id: str) -> Claim | None:
+        """The live claim on a thread (a run in flight somewhere), or None."""
+        with self._lock:
+            return self._claims((thread_id,)).get(thread_id)
+
+    def _claims(self, thread_ids: Sequence[str] | None) -> dict[str, Claim]:
+        sql = "SELECT thread_id, token, pid, host, since, heartbeat FROM claims"
+        rows = self._db.execute(sql + (" WHERE thread_id=?" if thread_ids else ""), tuple(thread_ids or ())).fetchall()
+        return {c.thread_id: c for c in (Claim(*r) for r in rows) if c.alive}
+
+    def _check_claim(self, db: sqlite3.Connection, thread_id: str, token: str | None) -> None:
+        if token is None:
+            return
+        row = db.execute("SELECT token, pid, host, since, heartbeat FROM claims WHERE thread_id=?", (thread_id,)).fetchone()
+        if row is None or row[0] != token:
+            who = f" by {Claim(thread_id, *row).describe()}" if row else ""
+            raise ThreadBusyError(f"thread {thread_id} was taken over{who}: this run no longer writes it")
+
+    # -- the tool journal (R9) ------------------------------------------------------------------------
+    def journal_start(self, thread_id: str, run_id: str, step: int, call_id: str, *, claim: str | None = None) -> None:
+        """Mark a call that changes things outside as started: if the process dies before it finishes,
+        recovery does not run it again (its effect is unknown)."""
+        with self.transaction() as db:
+            self._check_claim(db, thread_id, claim)
+            db.execute("INSERT OR IGNORE INTO journal(thread_id, run_id, step, call_id, status, time) VALUES (?,?,?,?,?,?)",
+                       (thread_id, run_id, step, call_id, "started", time.time()))
+
+    def journal_finish(self, thread_id: str, run_id: str, step: int, call_id: str, status: str, content: str,
+                       state: Mapping[str, Any], *, events: Sequence[Event] = (), claim: str | None = None) -> None:
+        """Journal a finished call with the state its writes left and the events so far, in one transaction."""
+        values = _state_values(state)
+        refs = json.dumps({k: h for k, (h, _) in values.items()})
+        with self.transaction() as db:
+            self._check_claim(db, thread_id, claim)
+            self._insert_values(db, thread_id, values)
+            self._insert_events(db, events, check=True)
+            db.execute(
+                "INSERT INTO journal(thread_id, run_id, step, call_id, status, content, state, time) VALUES (?,?,?,?,?,?,?,?)"
+                " ON CONFLICT(thread_id, run_id, step, call_id) DO UPDATE SET status=excluded.status,"
+                " content=excluded.content, state=excluded.state, time=excluded.time",
+                (thread_id, run_id, step, call_id, status, content, refs, time.time()),
+            )
+
+    def journal(self, thread_id: str, run_id: str, step: int) -> list[JournalEntry]:
+        """The calls of a step in flight, in the order they were journaled."""
+        with self._lock:
+            rows = self._db.execute(
+                "SELECT call_id, status, content, state FROM journal WHERE thread_id=? AND run_id=? AND step=? ORDER BY rowid",
+                (thread_id, run_id, step),
+            ).fetchall()
+            return [JournalEntry(cid, status, content,
+                                 self._load_values(thread_id, json.loads(refs), f"the journal of call {cid}"))
+                    for cid, status, content, refs in rows]
 
     def events(self, thread_id: str, after_seq: int = 0, types: set[str] | None = None) -> list[Event]:
         with self._lock:
@@ -334,6 +567,28 @@ class Store:
         return [e for e in out if types is None or e.type in types]
 
 
+def _state_values(state: Mapping[str, Any]) -> dict[str, tuple[str, str]]:
+    """Each non-message state key's (content hash, JSON): a value is stored once however often a
+    checkpoint references it (F3)."""
+    out: dict[str, tuple[str, str]] = {}
+    for key, value in state.items():
+        if key == MESSAGES_KEY:
+            continue
+        text = json.dumps(value, ensure_ascii=False)
+        out[key] = (hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=16).hexdigest(), text)
+    return out
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except (PermissionError, OSError):
+        return True  # it exists (another user's) or we cannot tell: assume alive
+    return True
+
+
 def _stored_count(state_json: str) -> int:
     """How many messages a stored checkpoint holds (they live in the messages table)."""
     try:
@@ -342,8 +597,14 @@ def _stored_count(state_json: str) -> int:
         return 0
 
 
-def _thread(row: Any) -> ThreadInfo:
-    return ThreadInfo(row[0], row[1], row[2], row[3], row[4], Usage.from_dict(json.loads(row[5] or "{}")))
+def _thread(row: Any, claims: Mapping[str, Claim]) -> ThreadInfo:
+    """R9: ``running`` only while a live process holds the thread; a run whose process died reads ``failed``."""
+    status = row[4]
+    if row[0] in claims:
+        status = "running"
+    elif status == "running":
+        status = "failed"
+    return ThreadInfo(row[0], row[1], row[2], row[3], status, Usage.from_dict(json.loads(row[5] or "{}")))
 
 
 def _run(row: Any) -> RunRecord:
