@@ -444,11 +444,12 @@ def test_P3_a_broken_user_rules_file_is_a_config_error_naming_the_file_and_line(
         PermissionsMiddleware([], user_config=user_file)
 
 
-async def test_P3_the_agent_cannot_write_the_user_rules_file(tmp_path):
-    """Else one approved write_file would hand the agent any allow rule (the file is protected, F4)."""
+@pytest.mark.parametrize("name", ["permissions.yaml", "trusted_workspaces.json", "settings.json"])
+async def test_P3_the_agent_cannot_write_the_user_rules_trust_record_or_settings(tmp_path, name):
+    """Else one approved write_file would hand the agent an allow rule (P3), trust a workspace (W1) or
+    send the key elsewhere with api_base (W2): these files are protected (F4)."""
     from workbench.backends import BackendRefusal
     from workbench.config import user_config_dir
-    from workbench.harness.permissions import user_rules_path
     from workbench.harness.stack import build_backend
 
     ws = tmp_path / "ws"
@@ -457,5 +458,6 @@ async def test_P3_the_agent_cannot_write_the_user_rules_file(tmp_path):
     cfg = parse_config(f"mounts:\n  /project: {{host: {ws}}}\n  /user: {{host: {user_config_dir()}}}\n")
     backend = build_backend(cfg, ws, ws / ".workbench" / "threads.sqlite3")
     with pytest.raises(BackendRefusal, match="protected path"):
-        await backend.write("/user/permissions.yaml", "permissions:\n  rules:\n    - {allow: write, path: '/**'}\n")
-    assert not user_rules_path().exists()
+        await backend.write(f"/user/{name}", "{}")
+    assert not (user_config_dir() / name).exists()
+    assert f"/user/{name}" not in [i.path for i in await backend.list("/user")]

@@ -23,10 +23,12 @@ from workbench.engine.middleware import AgentMiddleware
 
 def protected_paths(workspace: Path, store_path: Path) -> list[Path]:
     """Host paths no tool, rule or mount may open (F4): the workspace's ``.workbench/`` (the thread
-    store), the store file wherever it lies, the folder of the API keys, the legacy key file and
-    the user's permission rules."""
+    store), the store file wherever it lies, the folder of the API keys, the legacy key file, and
+    the user's permission rules, trust record and settings."""
+    from workbench.config import user_settings_path
     from workbench.harness.permissions import user_rules_path
     from workbench.keystore import key_folder, legacy_keys_file
+    from workbench.trust import trust_file
 
     store = Path(store_path)
     return [
@@ -35,7 +37,11 @@ def protected_paths(workspace: Path, store_path: Path) -> list[Path]:
         *(store.with_name(store.name + suffix) for suffix in ("-wal", "-shm", "-journal")),
         key_folder(),
         legacy_keys_file(),
-        user_rules_path(),  # else one approved write_file could give the agent any allow rule (P3)
+        # The files that decide what the agent may do and where the key goes: else one approved
+        # write_file could give the agent an allow rule (P3), trust a workspace (W1) or set api_base (W2).
+        user_rules_path(),
+        trust_file(),
+        user_settings_path(),
     ]
 
 
