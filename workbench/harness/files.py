@@ -5,6 +5,9 @@ the read-only tools say ``changes_outside=False``. ``write_file`` and ``edit_fil
 ``"files"`` so two edits in one message apply in order (R4). Backend refusals, I/O errors and missing
 files come back to the model as error outcomes naming the path; nothing here fails the run.
 
+``ls``, ``glob`` and ``grep`` leave out what the call's rules do not allow reading outright (deny or
+ask, P6; the permissions' ``PathGuard``) and end with a note saying how many and under which rule.
+
 ``FilesMiddleware.state_backend()`` gives a StateBackend over the state key ``files`` of the run in
 flight, so a ``/scratch`` state mount is checkpointed with the thread.
 """
