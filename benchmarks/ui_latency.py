@@ -117,6 +117,7 @@ def main() -> int:
     os.environ["WORKBENCH_CONFIG_DIR"] = str(tmp / "config")
     os.environ["WORKBENCH_DATA_DIR"] = str(tmp / "data")
     os.environ["OPENAI_API_KEY"] = "sk-bench"
+    os.environ["WORKBENCH_TRUST"] = "1"  # W1: our own workspace names the stub as api_base: trust it
     script = tmp / "script.json"
     script.write_text(json.dumps(build_script(args.steps, args.chunks)))
     server = subprocess.Popen([sys.executable, "-m", "tests.stub_server", "--port", "0", "--script", str(script)],
