@@ -815,6 +815,8 @@ async def _threads(workspace: Path, args: argparse.Namespace) -> int:
     for t in infos:
         print(f"{t.id:<{width}}  {_fmt_time(t.updated):<19}  {t.status:<{status_width}}  {t.title or '(untitled)'}")
     sys.stdout.flush()
+    if any(t.status == "failed" for t in infos):  # R9: a crashed run reads failed, with what to do
+        _err("failed: the run failed or its process died; `workbench resume --thread ID` recovers it")
     return EXIT_DONE
 
 
@@ -839,6 +841,7 @@ async def _show(workspace: Path, args: argparse.Namespace) -> int:
             "artifacts": artifacts,
             "pending": [q.to_dict() for q in pending],
             "last_error": session.last_error(),
+            "holder": session.holder,  # R7: the live process running it, if any
             "events": [event_dict(e) for e in events],
         }
         if args.json:
@@ -871,8 +874,11 @@ def _print_thread(data: dict[str, Any], messages: Sequence[Any]) -> None:
     updated = f" · updated {_fmt_time(data['updated'])}" if data.get("updated") else ""
     out.append(f"thread {data['thread']} · {title} · {data['status']}{updated}")
     out.append(f"usage: {format_usage(data['usage'])}")
+    if data.get("holder"):  # R9: live in another process: never "cut off, recover it"
+        out.append(f"running in {data['holder']}")
     if data.get("last_error") and data["status"] in CUT_OFF:
         out.append(f"last error: {_one_line(data['last_error'], 300)}")
+        out.append(f"to go on: workbench resume --thread {data['thread']}")
     if data["pending"]:
         out.append("pending:")
         for q in data["pending"]:

@@ -34,6 +34,9 @@ ThreadIdRole = Qt.ItemDataRole.UserRole
 
 _STATUS_WORDS = {"new": "", "running": "running", "done": "", "failed": "failed", "aborted": "stopped",
                  "interrupted": "waiting for you"}
+# R9: a thread reads "failed" when its run failed or its process died (never "running" forever).
+_STATUS_TIPS = {"failed": "The run failed or its process died: open the thread and Recover to go on.",
+                "running": "A run is in flight (in this window or in another process)."}
 
 
 def _when(ts: float, now: float | None = None) -> str:
@@ -122,7 +125,8 @@ class ThreadsPanel(QWidget):
                 meta = (f"{status} · " if status else "") + _when(t.updated, now)
                 item = QListWidgetItem(f"{title}\n{meta}")
                 item.setData(ThreadIdRole, t.id)
-                item.setToolTip(f"{title}\n{meta}")
+                tip = _STATUS_TIPS.get(t.status)
+                item.setToolTip(f"{title}\n{meta}" + (f"\n{tip}" if tip else ""))
                 self.list.addItem(item)
                 if t.id == current:
                     self.list.setCurrentItem(item)
