@@ -890,8 +890,10 @@ def _print_thread(data: dict[str, Any], messages: Sequence[Any]) -> None:
         text = (m.content or "").rstrip()
         lines = text.splitlines() or [""]
         edited = m.role == "tool" and (m.meta or {}).get("edited")
-        if edited:  # P6: the note line is shown as its own line below, with the arguments that ran
-            text = text.split("\n", 1)[1].rstrip() if "\n" in text else ""
+        if edited:  # P6: the note is shown as its own line below, with the arguments that ran
+            from workbench.engine.messages import split_edit_note
+
+            text = split_edit_note(text)[0].rstrip()
             lines = text.splitlines() or [""]
         if m.role == "tool":  # results can be whole files: one line of them
             status = (m.meta or {}).get("status")

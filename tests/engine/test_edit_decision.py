@@ -46,7 +46,8 @@ async def test_P6_the_edited_call_runs_and_the_model_is_told_what_ran(tmp_path):
     engine, model, result = await edited_run(tmp_path)
     assert result.status == "done" and ran == [{"path": "/project/person.txt"}]
     seen = [m for m in model.requests[-1].messages if m.role == "tool"][0].content
-    assert "edited" in seen and "/project/person.txt" in seen and seen.endswith("wrote /project/person.txt")
+    assert seen.startswith("wrote /project/person.txt")  # the result's own first line stays first
+    assert "edited" in seen.splitlines()[-1] and "/project/person.txt" in seen.splitlines()[-1]
 
 
 async def test_P6_history_keeps_the_models_call_and_records_the_edit_on_the_result(tmp_path):
@@ -82,6 +83,7 @@ async def test_P6_workbench_show_prints_the_arguments_that_ran_and_that_they_wer
 
 def test_P6_a_result_without_the_note_is_not_an_edit():
     assert edited_arguments("wrote /project/x") is None
+    assert edited_arguments("[a list]") is None and edited_arguments("") is None
     assert "edited" not in Message.tool(_call(), "plain").meta
 
 

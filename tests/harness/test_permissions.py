@@ -231,8 +231,9 @@ async def test_P3_edit_cannot_escape_a_deny_rule(tmp_path):
     edited = {"path": "/project/.git/config", "content": "x"}
     result = await env.engine.resume("t", {result.pending[0].id: {"decision": "edit", "arguments": edited}})
     [out] = env.last_tool_texts()
-    # P6: the result now opens with the note that the person edited the call; the denial follows it.
-    assert out.startswith("[The person edited") and "Denied: " in out and "deny write /project/.git/**" in out
+    # P6: the denial stays first; the last line notes that the person edited the call, and how.
+    assert out.startswith("Denied: ") and "deny write /project/.git/**" in out
+    assert "person edited" in out.splitlines()[-1] and "/project/.git/config" in out.splitlines()[-1]
     assert not (env.ws / ".git" / "config").exists()
 
 

@@ -24,7 +24,7 @@ def test_P6_history_shows_the_edited_arguments_not_the_models(qtbot: Any) -> Non
     view.render_messages([
         Message.user("go"),
         Message.assistant("", (call,)),
-        Message.tool(call, edit_note(ran) + "Wrote /project/person.txt"),
+        Message.tool(call, "Wrote /project/person.txt" + edit_note(ran)),
     ])
     row = view.tool_row("c1")
     assert row is not None and row.edited and row.arguments == ran

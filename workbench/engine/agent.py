@@ -766,7 +766,7 @@ class Engine:
     def _finish_tool(self, rt: _Runtime, call: ToolCall, outcome: ToolOutcome, edited: bool = False) -> ToolOutcome:
         if edited:  # P6: the event says so (no content); the result's first line says what ran
             rt.emit("tool_call_finished", call_id=call.id, name=call.name, status=outcome.status, edited=True)
-            return ToolOutcome(outcome.status, edit_note(call.arguments or {}) + outcome.content)
+            return ToolOutcome(outcome.status, outcome.content + edit_note(call.arguments or {}))
         rt.emit("tool_call_finished", call_id=call.id, name=call.name, status=outcome.status)
         return outcome
 

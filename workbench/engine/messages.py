@@ -35,27 +35,36 @@ def clean_value(value: Any) -> Any:
     return value
 
 
-EDIT_NOTE = "[The person edited this call's arguments before it ran. It ran with: "
+EDIT_NOTE = "\n\n[The person edited this call's arguments before it ran; the call used: "
 
 
 def edit_note(arguments: Any) -> str:
-    """The first line of an edited call's result (P6): the model learns what ran, not what it asked.
+    """The last line of an edited call's result (P6): the model learns what ran, not what it asked.
 
-    One line of compact JSON, so ``edited_arguments`` reads it back from the stored result (results
-    travel through checkpoints and the tool journal as text)."""
-    return EDIT_NOTE + json.dumps(arguments, ensure_ascii=False, sort_keys=True) + "]\n"
+    Appended, so a result's own first line ("Denied: …", "Error: …") stays first. One line of compact
+    JSON, so ``split_edit_note`` reads it back from the stored result (results travel through
+    checkpoints and the tool journal as text)."""
+    return EDIT_NOTE + json.dumps(arguments, ensure_ascii=False, sort_keys=True) + "]"
+
+
+def split_edit_note(content: str) -> tuple[str, dict[str, Any] | None]:
+    """(the result without the note, the arguments the edited call used) — (content, None) if not edited."""
+    at = content.rfind(EDIT_NOTE)
+    if at < 0 or not content.endswith("]"):
+        return content, None
+    line = content[at + len(EDIT_NOTE):-1]
+    if "\n" in line:
+        return content, None
+    try:
+        value = json.loads(line)
+    except json.JSONDecodeError:
+        return content, None
+    return (content[:at], value) if isinstance(value, dict) else (content, None)
 
 
 def edited_arguments(content: str) -> dict[str, Any] | None:
-    """The arguments an edited call ran with, from its result's first line; None when not edited."""
-    if not content.startswith(EDIT_NOTE):
-        return None
-    line = content[len(EDIT_NOTE):content.find("\n")] if "\n" in content else content[len(EDIT_NOTE):]
-    try:
-        value = json.loads(line[:-1] if line.endswith("]") else line)
-    except json.JSONDecodeError:
-        return None
-    return value if isinstance(value, dict) else None
+    """The arguments an edited call ran with (see ``edit_note``); None when not edited."""
+    return split_edit_note(content)[1] if content.endswith("]") else None
 
 
 def _encodes(value: Any) -> bool:
