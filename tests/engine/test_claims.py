@@ -185,11 +185,11 @@ async def test_R8_a_suspension_commits_checkpoint_run_record_and_closing_events_
     original = Store._insert_events
     failed: list[int] = []
 
-    def failing(self, db, events, *, check=False):
+    def failing(self, db, events, **kw):
         if not failed and any(e.type == "run_finished" for e in events):
             failed.append(1)
             raise sqlite3.OperationalError("disk I/O error")  # inside the closing transaction
-        return original(self, db, events, check=check)
+        return original(self, db, events, **kw)
 
     monkeypatch.setattr(Store, "_insert_events", failing)
     published: list[Event] = []

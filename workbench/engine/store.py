@@ -129,6 +129,18 @@ class Claim:
         return f"process {self.pid} on {self.host}, since {since}"
 
 
+@dataclass
+class _Written:
+    """What a claimed run's store wrote last for its thread (valid only under that claim)."""
+
+    token: str
+    seq: int
+    count: int
+    hashes: dict[str, str]
+    last_event: int | None
+    journal: bool = False
+
+
 @dataclass(frozen=True)
 class JournalEntry:
     """R9: one tool call of a step in flight: ``started`` (never finished) or its outcome."""
@@ -168,6 +180,7 @@ class Store:
         self._lock = threading.RLock()
         # Threads with a run in flight through any Engine on this store object (this process).
         self.active_threads: set[str] = set()
+        self._cache: dict[str, _Written] = {}  # per claimed thread: what this store wrote last
 
     @classmethod
     def for_workspace(cls, workspace: Path | str) -> Store:
@@ -254,21 +267,32 @@ class Store:
         values = _state_values(state)
         refs = {k: h for k, (h, _) in values.items()}
         state_json = json.dumps({REFS_KEY: refs, COUNT_KEY: len(messages)}, ensure_ascii=False)
+        # While a run holds the claim it is the thread's only writer, so what this store wrote last is
+        # what is stored: the cache spares the reads (a checkpoint per model call and per step, R9).
+        cache = self._cache.get(thread_id) if claim is not None else None
+        if cache is not None and cache.token != claim:
+            cache = None
+        self._cache.pop(thread_id, None)  # re-set only once this transaction committed
         with self.transaction() as db:
             self._check_claim(db, thread_id, claim)
-            row = db.execute(
-                "SELECT seq, state FROM checkpoints WHERE thread_id=? ORDER BY seq DESC LIMIT 1", (thread_id,)
-            ).fetchone()
-            seq = int(row[0]) + 1 if row else 1
-            known = _stored_count(row[1]) if row else 0
+            if cache is not None:
+                seq, known = cache.seq + 1, cache.count
+            else:
+                row = db.execute(
+                    "SELECT seq, state FROM checkpoints WHERE thread_id=? ORDER BY seq DESC LIMIT 1", (thread_id,)
+                ).fetchone()
+                seq = int(row[0]) + 1 if row else 1
+                known = _stored_count(row[1]) if row else 0
             if len(messages) < known:
                 raise StoreError(f"thread {thread_id} in {self.path}: a checkpoint would drop committed messages "
                                  f"({len(messages)} < {known}); messages are append-only")
             self._insert(db, "messages", thread_id,
                          [(thread_id, i, json.dumps(messages[i], ensure_ascii=False)) for i in range(known, len(messages))])
-            self._insert_values(db, thread_id, values)
-            self._insert_events(db, events, check=True)
-            db.execute("DELETE FROM journal WHERE thread_id=?", (thread_id,))
+            self._insert_values(db, thread_id, {k: v for k, v in values.items()
+                                                if cache is None or cache.hashes.get(k) != v[0]})
+            self._insert_events(db, events, check=True, last=cache.last_event if cache is not None else None)
+            if cache is None or cache.journal:
+                db.execute("DELETE FROM journal WHERE thread_id=?", (thread_id,))
             db.execute(
                 "INSERT INTO checkpoints(thread_id, seq, run_id, step, status, state, pending, created)"
                 " VALUES (?,?,?,?,?,?,?,?)",
@@ -277,16 +301,20 @@ class Store:
             added = Usage()
             for model, u in calls:
                 added = added + u
-                db.execute(
-                    "INSERT INTO usage(thread_id, run_id, step, model, usage, time) VALUES (?,?,?,?,?,?)",
-                    (thread_id, run_id, step, model, json.dumps(u.to_dict()), now),
-                )
-            cur = db.execute("SELECT usage FROM threads WHERE id=?", (thread_id,)).fetchone()
-            total = Usage.from_dict(json.loads(cur[0])) + added if cur else added
-            db.execute(
-                "UPDATE threads SET updated=?, status=COALESCE(?, status), usage=? WHERE id=?",
-                (now, thread_status, json.dumps(total.to_dict()), thread_id),
+            db.executemany(
+                "INSERT INTO usage(thread_id, run_id, step, model, usage, time) VALUES (?,?,?,?,?,?)",
+                [(thread_id, run_id, step, model, json.dumps(u.to_dict()), now) for model, u in calls],
             )
+            if calls:
+                cur = db.execute("SELECT usage FROM threads WHERE id=?", (thread_id,)).fetchone()
+                total = Usage.from_dict(json.loads(cur[0])) + added if cur else added
+                db.execute(
+                    "UPDATE threads SET updated=?, status=COALESCE(?, status), usage=? WHERE id=?",
+                    (now, thread_status, json.dumps(total.to_dict()), thread_id),
+                )
+            else:
+                db.execute("UPDATE threads SET updated=?, status=COALESCE(?, status) WHERE id=?",
+                           (now, thread_status, thread_id))
             if run is not None:
                 db.execute(
                     "INSERT OR REPLACE INTO runs(id, thread_id, status, input, answer, error, usage, started, finished)"
@@ -294,12 +322,13 @@ class Store:
                     (run.id, run.thread_id, run.status, run.input, run.answer, run.error,
                      json.dumps(run.usage.to_dict()), run.started, run.finished),
                 )
-            if claim is not None:  # every checkpoint is also a heartbeat
-                db.execute("UPDATE claims SET heartbeat=? WHERE thread_id=? AND token=?", (now, thread_id, claim))
             # Keep the store small: only the newest checkpoints are needed to recover or resume.
-            db.execute("DELETE FROM checkpoints WHERE thread_id=? AND seq <= ?", (thread_id, seq - 20))
-            if seq % 20 == 0:
+            if seq % 10 == 0:
+                db.execute("DELETE FROM checkpoints WHERE thread_id=? AND seq <= ?", (thread_id, seq - 20))
                 self._collect_values(db, thread_id)
+        if claim is not None:
+            self._cache[thread_id] = _Written(claim, seq, len(messages), refs,
+                                              events[-1].seq if events else (cache.last_event if cache else None))
         return seq
 
     def latest_checkpoint(self, thread_id: str, *, messages: bool = True) -> Checkpoint | None:
@@ -396,12 +425,18 @@ class Store:
                 self._check_claim(db, events[0].thread_id, claim)
                 self._insert_events(db, events)
 
-    def _insert_events(self, db: sqlite3.Connection, events: Sequence[Event], *, check: bool = False) -> None:
+    def _insert_events(self, db: sqlite3.Connection, events: Sequence[Event], *, check: bool = False,
+                       last: int | None = None) -> None:
         """Append events; a number already taken fails loudly (R7). ``check``: the run's numbers must
-        continue the thread's stored sequence, verified inside the transaction (R8)."""
+        continue the thread's stored sequence, verified inside the transaction (R8); ``last``: that
+        sequence's end as this store wrote it (while it holds the claim, no one else writes)."""
         if not events:
             return
-        if check:
+        if check and last is not None and len({e.thread_id for e in events}) == 1:
+            if events[0].seq <= last:
+                raise StoreError(f"event {events[0].seq} of thread {events[0].thread_id} in {self.path} is already "
+                                 f"stored (the thread's last is {last}): another writer added events to this thread")
+        elif check:
             by_thread: dict[str, int] = {}
             for e in events:
                 by_thread.setdefault(e.thread_id, e.seq)
@@ -493,6 +528,7 @@ class Store:
         return Claim(thread_id, mine.token, mine.pid, mine.host, now, now, int(last[0]) + 1)
 
     def release(self, claim: Claim) -> None:
+        self._cache.pop(claim.thread_id, None)
         with self.transaction() as db:
             db.execute("DELETE FROM claims WHERE thread_id=? AND token=?", (claim.thread_id, claim.token))
 
@@ -524,6 +560,9 @@ class Store:
     def journal_start(self, thread_id: str, run_id: str, step: int, call_id: str, *, claim: str | None = None) -> None:
         """Mark a call that changes things outside as started: if the process dies before it finishes,
         recovery does not run it again (its effect is unknown)."""
+        cache = self._cache.get(thread_id)
+        if cache is not None:
+            cache.journal = True
         with self.transaction() as db:
             self._check_claim(db, thread_id, claim)
             db.execute("INSERT OR IGNORE INTO journal(thread_id, run_id, step, call_id, status, time) VALUES (?,?,?,?,?,?)",
@@ -534,16 +573,25 @@ class Store:
         """Journal a finished call with the state its writes left and the events so far, in one transaction."""
         values = _state_values(state)
         refs = json.dumps({k: h for k, (h, _) in values.items()})
+        cache = self._cache.get(thread_id) if claim is not None else None
+        if cache is not None and cache.token != claim:
+            cache = None
         with self.transaction() as db:
             self._check_claim(db, thread_id, claim)
-            self._insert_values(db, thread_id, values)
-            self._insert_events(db, events, check=True)
+            self._insert_values(db, thread_id, {k: v for k, v in values.items()
+                                                if cache is None or cache.hashes.get(k) != v[0]})
+            self._insert_events(db, events, check=True, last=cache.last_event if cache is not None else None)
             db.execute(
                 "INSERT INTO journal(thread_id, run_id, step, call_id, status, content, state, time) VALUES (?,?,?,?,?,?,?,?)"
                 " ON CONFLICT(thread_id, run_id, step, call_id) DO UPDATE SET status=excluded.status,"
                 " content=excluded.content, state=excluded.state, time=excluded.time",
                 (thread_id, run_id, step, call_id, status, content, refs, time.time()),
             )
+        if cache is not None:
+            cache.journal = True
+            cache.hashes.update({k: h for k, (h, _) in values.items()})
+            if events:
+                cache.last_event = events[-1].seq
 
     def journal(self, thread_id: str, run_id: str, step: int) -> list[JournalEntry]:
         """The calls of a step in flight, in the order they were journaled."""
