@@ -355,3 +355,21 @@ def test_F3_a_checkpoint_in_the_old_inline_format_still_loads(tmp_path):
                    ('{"todos": [1], "__message_count": 0}',))
     assert store.latest_checkpoint("t").state == {"todos": [1], "messages": []}
 
+
+
+async def test_R9_a_new_turn_after_a_crash_keeps_the_journaled_results_of_the_cut_off_step(tmp_path):
+    """Not recovering but sending a new message: the calls that finished before the kill keep their
+    results (not "not finished", which would invite the model to apply an edit twice)."""
+    effects: list[str] = []
+    engine = make(tmp_path, ScriptedModel([tool_reply(("apply", {"x": "1"}), ("boom", {}))]),
+                  tools=_counting_tools(effects, crash_on="boom"))
+    with pytest.raises(Crash):
+        await engine.run("t", "go")
+    store = Store.for_workspace(tmp_path)
+    model = ScriptedModel([reply("next turn")])
+    again = make(tmp_path, model, tools=_counting_tools([], None), store=store)
+    assert (await again.run("t", "something else")).status == "done"
+    sent = model.requests[0].messages
+    assert [m.role for m in sent] == ["user", "assistant", "tool", "tool", "user"]
+    assert sent[2].content == "applied 1"
+    assert "may or may not have taken effect" in sent[3].content

@@ -293,6 +293,12 @@ class Engine:
         state = self._initial_state(cp.state if cp else None)
         rt = _Runtime(self, thread_id, uuid.uuid4().hex[:12], state, 0, input)
         rt.thread_usage = self.store.thread_usage(thread_id)
+        if cp is not None and cp.status == "running" and cp.pending.get("phase") == "tools":
+            # R9: a new turn after a crash mid-step: the calls that finished keep their journaled results
+            # (and writes) when _start settles the cut-off message, never "not finished".
+            rt.outcomes = {cid: ToolOutcome(o["status"], o["content"])
+                           for cid, o in (cp.pending.get("completed") or {}).items()}
+            self._replay_journal(rt, rt.outcomes, unknown=_UNKNOWN, run_id=cp.run_id, step=cp.step)
         info = self.store.thread(thread_id)
         if info is not None and not info.title:
             self.store.rename_thread(thread_id, _title(input))
@@ -367,9 +373,7 @@ class Engine:
         finishing is not run again (it may have had its effect); only the others run now."""
         completed = {cid: ToolOutcome(o["status"], o["content"]) for cid, o in (pending.get("completed") or {}).items()}
         before = set(completed)
-        self._replay_journal(rt, completed, unknown=(
-            "Not finished: the process running this call stopped before it returned, so it may or may not have "
-            "taken effect. Check before trying it again."))
+        self._replay_journal(rt, completed, unknown=_UNKNOWN)
         last = rt.messages()[-1]
         for call in last.tool_calls:
             outcome = completed.get(call.id)
@@ -840,12 +844,13 @@ class Engine:
                                   rt.state, events=events, claim=rt.claim.token if rt.claim else None)
         del rt.unsaved_events[:len(events)]
 
-    def _replay_journal(self, rt: _Runtime, completed: dict[str, ToolOutcome], *, unknown: str | None) -> None:
+    def _replay_journal(self, rt: _Runtime, completed: dict[str, ToolOutcome], *, unknown: str | None,
+                        run_id: str | None = None, step: int | None = None) -> None:
         """R9: the calls of the step in flight that finished before the run ended keep their results
         and the state they left; with ``unknown``, a call that changes things outside and started but
         never finished gets that as an error result (it may have had its effect: never run twice)."""
         last: dict[str, Any] | None = None
-        for entry in self.store.journal(rt.thread_id, rt.run_id, rt.step):
+        for entry in self.store.journal(rt.thread_id, run_id or rt.run_id, rt.step if step is None else step):
             if entry.status == "started":
                 if unknown is not None and entry.call_id not in completed:
                     completed[entry.call_id] = ToolOutcome("error", unknown)
@@ -951,6 +956,10 @@ class Engine:
             if status == "failed" and not keep_state:
                 rt.state, rt.step = saved_state, saved_step
         return RunResult(status, answer, rt.run_usage, (), error, rt.thread_id, rt.run_id)
+
+
+_UNKNOWN = ("Not finished: the process running this call stopped before it returned, so it may or may not have "
+            "taken effect. Check before trying it again.")
 
 
 class _Heartbeat:
