@@ -373,3 +373,28 @@ async def test_R9_a_new_turn_after_a_crash_keeps_the_journaled_results_of_the_cu
     assert [m.role for m in sent] == ["user", "assistant", "tool", "tool", "user"]
     assert sent[2].content == "applied 1"
     assert "may or may not have taken effect" in sent[3].content
+
+
+async def test_R9_a_crash_while_resumed_calls_run_recovers_without_running_an_approved_call_twice(tmp_path):
+    class Ask(AgentMiddleware):
+        async def wrap_tool_call(self, call, ctx, call_next):
+            return await call_next(call, ctx) if ctx.approved else NeedsApproval("check")
+
+    effects: list[str] = []
+    engine = make(tmp_path, ScriptedModel([tool_reply(("apply", {"x": "1"}), ("boom", {}))]),
+                  tools=_counting_tools(effects, crash_on="boom"), middleware=(Ask(),))
+    first = await engine.run("t", "go")
+    assert first.status == "interrupted" and effects == []
+    with pytest.raises(Crash):  # approved: apply runs, then the process dies during boom
+        await engine.resume("t", {q.id: "approve" for q in first.pending})
+    assert effects == ["1"]
+    store = Store.for_workspace(tmp_path)
+    assert store.thread("t").status == "failed"  # not "interrupted": its questions were answered
+    after: list[str] = []
+    model = ScriptedModel([reply("end")])
+    again = make(tmp_path, model, tools=_counting_tools(after, crash_on=None), middleware=(Ask(),), store=store)
+    result = await again.recover("t")
+    assert result.status == "done" and after == [] and model.calls == 1
+    msgs = [Message.from_dict(m) for m in store.latest_checkpoint("t").state["messages"]]
+    assert [m.role for m in msgs] == ["user", "assistant", "tool", "tool", "assistant"]
+    assert msgs[2].content == "applied 1" and "may or may not" in msgs[3].content
