@@ -326,6 +326,29 @@ async def test_T2_an_id_announced_in_a_blocked_turn_is_never_handed_out_again(tm
     assert todos(engine) == {"items": [{"id": 2, "content": "Other", "status": "pending"}], "next_id": 3}
 
 
+async def test_T2_an_id_announced_in_a_failed_step_is_never_handed_out_again(tmp_path):
+    """The failed step's state is undone (recover re-runs it), but its todos_updated is stored."""
+    from workbench.engine.tools import Fatal
+
+    async def boom(args: dict[str, Any], ctx: Any) -> str:
+        raise Fatal("the disk is gone")
+
+    class Boom(AgentMiddleware):
+        def tools(self):
+            return [Tool("boom", "Fail the run.", schema({}), boom, lock="todos")]  # runs after write_todos
+
+    model = ScriptedModel([
+        tool_reply(write({"content": "Lost", "status": "pending"}), ("boom", {})),
+        tool_reply(write({"content": "Next", "status": "pending"})), reply("fine"),
+    ])
+    engine = make(tmp_path, model, [TodosMiddleware(), Boom()])
+    assert (await engine.run("t", "one")).status == "failed"
+    assert (await engine.run("t", "two")).status == "done"
+    announced = [i["id"] for e in engine.store.events("t", types={"todos_updated"}) for i in e.data["items"]]
+    assert announced == [1, 2]
+    assert todos(engine) == {"items": [{"id": 2, "content": "Next", "status": "pending"}], "next_id": 3}
+
+
 async def test_T7_the_plan_never_routes_or_filters_tools(tmp_path):
     mw = TodosMiddleware()
     assert not overrides(mw, "wrap_model_call") and not overrides(mw, "wrap_tool_call")
