@@ -140,3 +140,14 @@ def test_R10_cli_errors_are_printed_scrubbed(capsys):
     code = _report(ModelError(f"openai refused the request (400): Incorrect API key provided: {SECRET}"), verbose=False)
     err = capsys.readouterr().err
     assert code == 1 and SECRET not in err and "[redacted]" in err and "Incorrect API key provided" in err
+
+
+async def test_R10_a_user_input_with_lone_surrogates_is_stored_not_a_crash(tmp_path, stub_server):
+    """E.g. argv bytes that are not UTF-8 reach Python as lone surrogates (surrogateescape)."""
+    stub_server.script(StubReply(text="ok"))
+    engine = make(tmp_path, stub_server)
+    result = await engine.run("t", "bad \udcff input")
+    assert result.status == "done", result.error
+    store = Store.for_workspace(tmp_path)
+    assert store.runs("t")[-1].input == "bad \ufffd input"
+    assert store.latest_checkpoint("t").state["messages"][0]["content"] == "bad \ufffd input"

@@ -246,6 +246,7 @@ class Engine:
 
     async def run(self, thread_id: str, input: str) -> RunResult:
         """One user turn on a thread (created when missing). Refused while another run holds it (R7)."""
+        input = clean_text(input)  # R10: e.g. undecodable argv bytes (lone surrogates) are stored too
         if self.store.thread(thread_id) is None:
             self.store.create_thread(title=_title(input), thread_id=thread_id)
         async with self._claimed(thread_id):
