@@ -151,3 +151,18 @@ async def test_R10_a_user_input_with_lone_surrogates_is_stored_not_a_crash(tmp_p
     store = Store.for_workspace(tmp_path)
     assert store.runs("t")[-1].input == "bad \ufffd input"
     assert store.latest_checkpoint("t").state["messages"][0]["content"] == "bad \ufffd input"
+
+
+async def test_R10_retry_and_failure_logs_carry_no_key(tmp_path, stub_server, caplog):
+    import logging
+
+    body = {"error": {"message": f"overloaded; your key {SECRET}", "type": "server_error", "code": 503}}
+    stub_server.script(StubReply(status=503, error_body=body), StubReply(status=503, error_body=body))
+    model = LiteLLMModel("openai/test-model", api_base=stub_server.url, api_key=SECRET, max_retries=1,
+                         backoff_base=0.01)
+    engine = Engine(Agent(model, instructions="BASE"), Store.for_workspace(tmp_path))
+    with caplog.at_level(logging.DEBUG, logger="workbench"):
+        result = await engine.run("t", "go")
+    assert result.status == "failed" and SECRET not in result.error
+    logged = "\n".join(r.getMessage() + str(r.exc_info or "") for r in caplog.records)
+    assert "retry 1" in logged and SECRET not in logged

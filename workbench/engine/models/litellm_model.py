@@ -222,10 +222,12 @@ class LiteLLMModel:
                 failure = classify(exc)
                 if failure.retryable and not yielded and attempt <= self.max_retries:
                     delay = self._backoff(attempt)
-                    log.info("%s: %s (%s); retry %d in %.2f s", self.model, failure.kind, failure.detail, attempt, delay)
+                    log.info("%s: %s (%s); retry %d in %.2f s", self.model, failure.kind,
+                             scrub(failure.detail, self.api_key), attempt, delay)
                     await asyncio.sleep(delay)
                     continue
-                log.debug("%s failed after %d attempt(s)", self.model, attempt, exc_info=exc)
+                log.debug("%s failed after %d attempt(s): %s", self.model, attempt,
+                          scrub(f"{type(exc).__name__}: {exc}", self.api_key))  # no traceback: it quotes the body
                 err = ModelError(
                     scrub(self._message(failure, attempt, mid_stream=yielded), self.api_key),
                     retryable=failure.retryable,
