@@ -15,11 +15,12 @@ from __future__ import annotations
 
 import weakref
 from collections import OrderedDict
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar
 
 from workbench.backends.base import BackendRefusal, FileNotFound, NotTextFile, looks_binary
+from workbench.backends.guard import PathGuard, guarding
 from workbench.engine.middleware import AgentMiddleware, HookContext, Section
 from workbench.engine.tokens import estimate_tokens, truncate_to_tokens
 
@@ -220,6 +221,7 @@ class InstructionsMiddleware(AgentMiddleware):
         max_file_tokens: int = 4000,
         max_total_tokens: int = 8000,
         max_cached_runs: int = 16,
+        read_guard: Callable[[Sequence[str]], PathGuard] | None = None,
     ) -> None:
         if max_file_tokens < 1 or max_total_tokens < 1:
             raise ValueError("max_file_tokens and max_total_tokens must be at least 1")
@@ -228,13 +230,18 @@ class InstructionsMiddleware(AgentMiddleware):
         self.max_total_tokens = max_total_tokens
         self.max_cached_runs = max_cached_runs
         self._cache: RunCache[InstructionsReport] = RunCache(max_cached_runs)
+        # The permissions' rules on the paths the backend really opens (P5): a symlinked AGENTS.md
+        # never carries a denied file into the prompt.
+        self.read_guard = read_guard
 
     async def sections(self, ctx: HookContext) -> Sequence[Section]:
         report = self._cache.get(ctx)
         if report is None:
-            report = await load_instructions(
-                ctx.backend, self.paths, max_file_tokens=self.max_file_tokens, max_total_tokens=self.max_total_tokens
-            )
+            with guarding(self.read_guard(self.paths) if self.read_guard is not None else None):
+                report = await load_instructions(
+                    ctx.backend, self.paths, max_file_tokens=self.max_file_tokens,
+                    max_total_tokens=self.max_total_tokens,
+                )
             self._cache.put(ctx, report)
             ctx.emit("documents_reported", source="instructions", documents=[dict(d) for d in report.documents])
         return (report.section,) if report.section is not None else ()

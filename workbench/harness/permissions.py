@@ -315,6 +315,29 @@ class PermissionsMiddleware(AgentMiddleware):
 
         return PathGuard(refusal, hidden_by)
 
+    def document_guard(self, named: Sequence[str] = ()) -> PathGuard:
+        """The rules for files read into the prompt outside a tool call (AGENTS.md, SKILL.md; P5).
+
+        Nobody can be asked there, so the backend refuses a path it would open where a deny applies,
+        as named or where a symlink leads, and where an ask applies, except an ask on a path the
+        configuration itself names (``named``: the person listed that file to be read).
+        """
+        listed = {_canonical(p) for p in named}
+
+        def refusal(action: str, path: str) -> str | None:
+            v = self.judge(action, path, has_paths=True)
+            if v.effect == "allow" or (v.effect == "ask" and v.target in listed):
+                return None
+            if v.effect == "deny":
+                return f"Denied: {v.reason}"
+            return f"not read without asking: {v.reason}"
+
+        def hidden_by(path: str) -> str | None:
+            v = self.judge("read", path, has_paths=True)
+            return None if v.effect == "allow" else (v.rule or v.reason)
+
+        return PathGuard(refusal, hidden_by)
+
     async def wrap_tool_call(self, call: ToolCall, ctx: ToolContext, call_next: CallTool) -> ToolOutcome | NeedsApproval:
         tool = ctx.tool
         if tool is None:  # validated calls always have one; nothing to judge otherwise

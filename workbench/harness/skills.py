@@ -13,13 +13,14 @@ from __future__ import annotations
 
 import logging
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import yaml
 
 from workbench.backends.base import BackendRefusal, FileNotFound, NotTextFile, join, looks_binary
+from workbench.backends.guard import PathGuard, guarding
 from workbench.engine.messages import ToolCall
 from workbench.engine.middleware import AgentMiddleware, CallTool, HookContext, Section, ToolContext
 from workbench.engine.tokens import estimate_tokens
@@ -147,6 +148,8 @@ def parse_skill(text: str, path: str, source: str, *, max_description_chars: int
     except yaml.YAMLError as e:
         first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
         raise SkillFormatError(f"the frontmatter is not valid YAML: {first}") from None
+    except RecursionError:  # PyYAML composes recursively: a hostile file nests past the stack
+        raise SkillFormatError("the frontmatter is nested too deeply to be a skill's fields") from None
     if not isinstance(data, dict):
         raise SkillFormatError("the frontmatter is not a mapping of fields")
     name = data.get("name")
@@ -315,6 +318,7 @@ class SkillsMiddleware(AgentMiddleware):
         max_scanned: int = 512,
         max_cached_runs: int = 16,
         enforce_allowed_tools: bool = False,
+        read_guard: Callable[[Sequence[str]], PathGuard] | None = None,
     ) -> None:
         if min(max_skills, max_description_chars, max_section_tokens, max_scanned) < 1:
             raise ValueError("skills limits must be at least 1")
@@ -325,12 +329,22 @@ class SkillsMiddleware(AgentMiddleware):
         self.max_scanned = max_scanned
         self.enforce_allowed_tools = enforce_allowed_tools
         self._cache: RunCache[_Listing] = RunCache(max_cached_runs)
+        # The permissions' rules on the paths the backend really opens (P5): a skill folder linked
+        # into a denied folder is refused, not listed.
+        self.read_guard = read_guard
 
     async def _listing(self, ctx: HookContext) -> _Listing:
         listing = self._cache.get(ctx)
         if listing is None:
-            scan = await scan_skills(ctx.backend, self.sources, max_skills=self.max_skills,
-                                     max_description_chars=self.max_description_chars, max_scanned=self.max_scanned)
+            guard = self.read_guard(()) if self.read_guard is not None else None
+            with guarding(guard):
+                scan = await scan_skills(ctx.backend, self.sources, max_skills=self.max_skills,
+                                         max_description_chars=self.max_description_chars,
+                                         max_scanned=self.max_scanned)
+            for rule, n in sorted(guard.omitted.items()) if guard is not None else ():
+                # Folders the rules hide from a listing are named by count and rule, never by content.
+                scan.skipped.append(SkippedSkill(", ".join(self.sources), "", "refused",
+                                                 f"{n} entr{'y' if n == 1 else 'ies'} left out under '{rule}'"))
             section, unlisted = render_skills(scan, self.max_section_tokens)
             left = {u.path for u in unlisted}
             shown = tuple(s for s in scan.skills if s.path not in left)

@@ -98,6 +98,7 @@ def build_middleware(config: WorkbenchConfig, workspace: Path, backend: FileBack
             max_description_chars=s.max_description_chars,
             max_section_tokens=s.max_section_tokens,
             max_scanned=s.max_scanned,
+            read_guard=permissions.document_guard,
         )
     )
     stack.append(ArtifactsMiddleware(readonly=config.artifacts.readonly))
@@ -108,6 +109,7 @@ def build_middleware(config: WorkbenchConfig, workspace: Path, backend: FileBack
             max_file_tokens=m.max_file_tokens,
             max_total_tokens=m.max_total_tokens,
             max_cached_runs=m.max_cached_runs,
+            read_guard=permissions.document_guard,
         )
     )
     check_outermost(stack)  # B2: no model wrapper may sit outside the budget and hide a call
