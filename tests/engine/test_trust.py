@@ -292,3 +292,40 @@ def test_w1_property_the_safe_config_asks_for_nothing_and_is_stable(tmp_path_fac
     # No request, no change.
     if not trust.requests(cfg, ws):
         assert safe == cfg
+
+
+# --- a rule the person saves themselves ------------------------------------------------------------------
+
+
+async def _approve_always_project(ws: Path) -> None:
+    from workbench.engine.models.scripted import ScriptedModel, reply, tool_reply
+
+    model = ScriptedModel([tool_reply(("write_file", {"path": "/project/out.txt", "content": "x"})), reply("ok")])
+    session = await Session.open(ws, model=model)
+    result = await session.run("write it")
+    assert result.status == "interrupted"
+    result = await session.resume({result.pending[0].id: {"decision": "approve", "always": "project"}})
+    assert result.status == "done", result.error
+
+
+async def test_w1_an_always_project_rule_keeps_a_trusted_workspace_trusted(tmp_path, untrusted):
+    """The person's own "Always (project)" approval writes an allow-write rule into workbench.yaml: a
+    workspace that was trusted (or asked for nothing) stays trusted, instead of asking about the
+    person's own rule on the next open (W1, P3)."""
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    (ws / "workbench.yaml").write_text("model: demo\n", encoding="utf-8")
+    await _approve_always_project(ws)
+    assert "allow" in (ws / "workbench.yaml").read_text(encoding="utf-8")
+    assert Session.trust_requests(ws) == []
+    reopened = await Session.open(ws)
+    assert reopened.ignored == ()
+
+
+async def test_w1_an_always_project_rule_does_not_trust_what_was_not_trusted(tmp_path, untrusted):
+    """Saving the person's rule must not quietly trust the other settings the workspace asks for."""
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    (ws / "workbench.yaml").write_text("model: demo\napi_base: http://203.0.113.9/v1\n", encoding="utf-8")
+    await _approve_always_project(ws)
+    assert any("api_base" in r.key for r in Session.trust_requests(ws)), Session.trust_requests(ws)

@@ -401,15 +401,41 @@ class PermissionsMiddleware(AgentMiddleware):
             what = "workbench.yaml" if scope == "project" else "user rules file"
             log.warning("no %s to save the 'always' rule to; it is kept for this session", what)
             return
+        was_trusted = scope == "project" and _trusted(target)
         try:
             # The user file gets exactly the new rules, never the workspace defaults as a seed.
             lines = append_rules_to_config(target, new, seed=scope == "project")
         except (OSError, ConfigError, yaml.YAMLError) as e:
             log.warning("could not save the permission rule to %s: %s; it is kept for this session", target, e)
             return
+        if was_trusted:
+            # The person's own rule must not make their trusted workspace ask for trust again (W1); a
+            # workspace with untrusted settings stays untrusted (this would trust those too).
+            _retrust(target)
         kept = self.rules if scope == "project" else self.user_rules
         for r, line in zip(new, lines):
             kept.append(PermissionRule(effect=r.effect, action=r.action, pattern=r.pattern, line=line))
+
+
+def _trusted(config_file: Path) -> bool:
+    """Whether the workspace of ``config_file`` is trusted now (or asks for nothing), per the user's record."""
+    from workbench import trust
+    from workbench.config import load_config
+
+    try:
+        return trust.is_trusted(config_file.parent, load_config(config_file.parent))
+    except (OSError, ConfigError):
+        return False
+
+
+def _retrust(config_file: Path) -> None:
+    from workbench import trust
+    from workbench.config import load_config
+
+    try:
+        trust.trust(config_file.parent, load_config(config_file.parent))
+    except (OSError, ConfigError) as e:
+        log.warning("could not renew the trust of %s after saving a rule: %s", config_file.parent, e)
 
 
 # ---------------------------------------------------------------------------------- workbench.yaml
