@@ -208,3 +208,21 @@ async def test_a_budget_hold_is_decided_in_the_window(windows: Any, stub_workspa
     click(qtbot, button(dialog, "budgetContinue"))
     assert await asyncio.wait_for(window.wait_settled(), 20) == "done"
     assert window.transcript.messages()[-1].text == "Read it."
+
+
+async def test_always_for_me_is_saved_in_the_user_rules(windows: Any, stub_workspace: Path,
+                                                        stub_server: StubServer, qtbot: Any) -> None:
+    """P3 `always: user` from the window: the approved path becomes an allow rule in the person's
+    own permissions.yaml (every workspace), not in the workspace's workbench.yaml."""
+    from workbench.harness.permissions import user_rules_path
+
+    stub_server.script(StubReply(tool_calls=[("write_file", {"path": "/project/b.txt", "content": "1"})]),
+                       StubReply(text="ok"))
+    window = await windows(stub_workspace)
+    window.input.setPlainText("Write b")
+    click(qtbot, window.send_button)
+    dialog = await find_dialog("approval_dialog")
+    click(qtbot, button(dialog, "always_user"))
+    assert await asyncio.wait_for(window.wait_settled(), 20) == "done"
+    assert "/project/b.txt" in user_rules_path().read_text()
+    assert "/project/b.txt" not in (stub_workspace / "workbench.yaml").read_text()

@@ -5,7 +5,7 @@ rest of the window keep working while they are up. ``ask_decisions`` answers eve
 of a suspended run and returns them in the ``Session.resume`` format::
 
     {question_id: {"decision": "approve" | "edit" | "reject" | "respond",
-                   "arguments": {...}, "message": "...", "always": "session" | "project"}}
+                   "arguments": {...}, "message": "...", "always": "session" | "project" | "user"}}
 
 or None when the user closed a dialog without deciding (the run then stays suspended, and its
 questions come back when the thread is opened again).
@@ -194,10 +194,15 @@ class ApprovalDialog(QDialog):
                                                   lambda: self.approve(always="session"))
         self.always_project_button = self._button("Always (this project)", "always_project",
                                                   lambda: self.approve(always="project"))
+        self.always_user_button = self._button("Always (all my workspaces)", "always_user",
+                                               lambda: self.approve(always="user"))
+        self.always_user_button.setToolTip("Save an allow rule in your own permissions.yaml; it applies in every "
+                                           "workspace, below that workspace's deny and ask rules")
         self.edit_button = self._button("Edit arguments", "edit_arguments", self.toggle_edit)
         self.reject_button = self._button("Reject", "reject", self.reject_call)
         self.approve_all_button = self._button("Approve all", "approve_all", self.approve_all)
-        for b in (self.approve_button, self.always_session_button, self.always_project_button):
+        for b in (self.approve_button, self.always_session_button, self.always_project_button,
+                  self.always_user_button):
             buttons.addWidget(b)
         buttons.addStretch(1)
         for b in (self.edit_button, self.reject_button, self.approve_all_button):
@@ -296,7 +301,8 @@ class ApprovalDialog(QDialog):
             ok = self._edited_args() is not None
         self.edit_error.setText(self._edit_error if not ok else "")
         self.edit_error.setVisible(not ok)
-        for b in (self.approve_button, self.always_session_button, self.always_project_button):
+        for b in (self.approve_button, self.always_session_button, self.always_project_button,
+                  self.always_user_button):
             b.setEnabled(ok)
         if self._editing and ok:
             self._refresh_diff()
