@@ -53,6 +53,7 @@ class TrustDialog(QDialog):
         self.list.setObjectName("trustRequests")
         self.list.setAccessibleName("What the workspace asks for")
         self.list.setWordWrap(True)
+        self.list.setSpacing(5)  # each request is two lines: keep them apart at a glance
         for r in self.requests:
             item = QListWidgetItem(f"{r.key}: {r.value}\n    {r.description}")
             item.setToolTip(r.description)
