@@ -1,0 +1,165 @@
+"""Answering a run's questions: --approve / --budget-approve, or prompts at the terminal (incl. trust, W1)."""
+
+from __future__ import annotations
+
+import argparse
+import signal
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from workbench.cli.output import _err, _one_line, _Output, _question_summary, _short
+
+if TYPE_CHECKING:
+    from workbench.engine.middleware import Question
+
+
+class _Suspended(Exception):
+    """Ctrl-C at an approval prompt: the run stays suspended, nothing was decided."""
+
+
+class _Decider:
+    """Answers pending questions from --approve / --budget-approve, or at the terminal.
+
+    ``decide_all`` returns the decisions for every question, or None when one of them needs a person
+    and there is no terminal (the run then stays suspended: exit 4).
+    """
+
+    def __init__(self, approve: str, budget: str, *, interactive: bool, output: _Output) -> None:
+        self.approve = approve
+        self.budget = budget
+        self.interactive = interactive
+        self.output = output
+        self.always: set[str] = set()  # tools the user answered "always" for, in this invocation
+
+    def decide_all(self, pending: Sequence[Question]) -> dict[str, dict[str, Any]] | None:
+        decisions: dict[str, dict[str, Any]] = {}
+        for q in pending:
+            d = self.decide(q)
+            if d is None:
+                return None
+            decisions[q.id] = d
+        return decisions
+
+    def decide(self, q: Question) -> dict[str, Any] | None:
+        if q.kind == "tool_approval":
+            tool = str(q.payload.get("tool") or "")
+            if self.approve == "all" or tool in self.always:
+                return {"decision": "approve"}
+            if self.approve == "none":
+                return {"decision": "reject", "message": "rejected by --approve none"}
+            return self._ask_tool(q) if self.interactive else None
+        if q.kind == "budget_hold":
+            if self.budget == "yes":
+                return {"decision": "approve"}
+            if self.budget == "no":
+                return {"decision": "reject", "message": "refused by --budget-approve no"}
+            return self._ask_budget(q) if self.interactive else None
+        return self._ask_other(q) if self.interactive else None
+
+    # -- the terminal --------------------------------------------------------------------------------
+    def _input(self, prompt: str) -> str:
+        """One answer from the terminal; Ctrl-C or end of input leaves the run suspended."""
+        # asyncio.run's own SIGINT handler only cancels the main task, which a blocking read never
+        # notices: make Ctrl-C raise here, from before the prompt shows until it is answered.
+        previous = None
+        try:
+            previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+        except ValueError:  # not the main thread
+            pass
+        try:
+            self.output.line("")
+            sys.stderr.write(prompt)
+            sys.stderr.flush()
+            line = sys.stdin.readline()
+        except KeyboardInterrupt:
+            raise _Suspended() from None
+        finally:
+            if previous is not None:
+                signal.signal(signal.SIGINT, previous)
+        if not line:  # EOF: nobody to ask
+            raise _Suspended()
+        return line.strip()
+
+    def _ask_tool(self, q: Question) -> dict[str, Any]:
+        p = q.payload
+        self.output.line(f"approval needed: {p.get('tool')}")
+        for key, value in (p.get("arguments") or {}).items():
+            self.output.line(f"  {key}: {_short(value, 200)}")
+        if p.get("reason"):
+            self.output.line(f"  reason: {_one_line(str(p['reason']), 200)}")
+        while True:
+            answer = self._input("approve? [y]es / [n]o / [a]lways for this tool: ").lower()
+            if answer in ("y", "yes"):
+                return {"decision": "approve"}
+            if answer in ("a", "always"):
+                self.always.add(str(p.get("tool") or ""))
+                return {"decision": "approve", "always": "session"}
+            if answer in ("n", "no"):
+                reason = self._input("reason for the model (optional): ")
+                return {"decision": "reject", "message": reason or "rejected by the user"}
+
+    def _ask_budget(self, q: Question) -> dict[str, Any]:
+        self.output.line("budget hold: " + _question_summary(q.kind, q.payload))
+        while True:
+            answer = self._input("continue with the full limit again? [y]es / [n]o: ").lower()
+            if answer in ("y", "yes"):
+                return {"decision": "approve"}
+            if answer in ("n", "no"):
+                reason = self._input("reason (optional): ")
+                return {"decision": "reject", "message": reason or "stopped by the user"}
+
+    def _ask_other(self, q: Question) -> dict[str, Any]:
+        self.output.line(f"{q.kind}: {_short(q.payload, 300)}")
+        while True:
+            answer = self._input("[y]es / [n]o, or type an answer: ")
+            if answer.lower() in ("y", "yes"):
+                return {"decision": "approve"}
+            if answer.lower() in ("n", "no"):
+                return {"decision": "reject", "message": "rejected by the user"}
+            if answer:
+                return {"decision": "respond", "message": answer}
+
+
+
+def _trust_decision(workspace: Path, args: argparse.Namespace, *, interactive: bool) -> bool | None:
+    """W1: whether the workspace's widening settings count for this run.
+
+    ``--trust`` or ``WORKBENCH_TRUST=1``: yes. Nothing asked for, or trusted before with the same
+    settings: None (``Session.open`` finds that in the record). At a terminal: ask (y/N), listing
+    exactly what is asked for; yes is remembered. Otherwise: no (``Session.open`` ignores them and the
+    notice goes to stderr).
+    """
+    from workbench import trust
+    from workbench.config import load_config
+
+    if getattr(args, "trust", False) or trust.env_trusted():
+        return True
+    config = load_config(workspace)  # a bad file: ConfigError, exit 2
+    reqs = trust.requests(config, workspace)
+    if not reqs or trust.is_trusted(workspace, config):
+        return None
+    if not interactive:
+        return False
+    _err(f"The workspace {workspace} asks for settings that need your trust:\n{trust.describe(reqs)}")
+    previous = None
+    try:
+        previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    except ValueError:  # not the main thread
+        pass
+    try:
+        sys.stderr.write("Trust this workspace? [y/N] ")
+        sys.stderr.flush()
+        answer = sys.stdin.readline().strip().lower()  # Ctrl-C: KeyboardInterrupt, exit 3, nothing run
+    finally:
+        if previous is not None:
+            signal.signal(signal.SIGINT, previous)
+    if answer not in ("y", "yes"):
+        return False
+    try:
+        trust.trust(workspace, config)
+    except OSError as e:
+        _err(f"workbench: could not remember the trust ({e}); trusted for this run only")
+    return True
+

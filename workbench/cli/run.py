@@ -1,0 +1,193 @@
+"""``workbench run`` and ``workbench resume``: open the session, drive the run, answer, stop on Ctrl-C."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import shlex
+import signal
+import sys
+from collections.abc import Awaitable, Callable, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from workbench.cli.codes import CUT_OFF, EXIT_FAILED, EXIT_INTERRUPTED, STATUS_EXIT, UsageError
+from workbench.cli.decide import _Decider, _Suspended, _trust_decision
+from workbench.cli.output import _err, _Output
+
+if TYPE_CHECKING:
+    from workbench.engine.middleware import Question, RunResult
+    from workbench.session import Session
+
+
+def _run_command(workspace: Path, args: argparse.Namespace) -> int:
+    return asyncio.run(_run_async(workspace, args))
+
+
+async def _open(workspace: Path, thread: str | None, **kw: Any) -> Session:
+    from workbench.session import Session
+
+    return await Session.open(workspace, thread, **kw)
+
+
+async def _run_async(workspace: Path, args: argparse.Namespace) -> int:
+    output = _Output(args.json)
+    interactive = bool(sys.stdin is not None and sys.stdin.isatty())
+    decider = _Decider(args.approve, args.budget_approve, interactive=interactive, output=output)
+    trusted = _trust_decision(workspace, args, interactive=interactive)
+    if args.command == "run":
+        if args.model is not None and not args.model.strip():
+            raise UsageError("--model: expected a model name such as openai/gpt-4.1-mini")
+        session = await _open(workspace, args.thread, model=args.model, api_base=args.api_base, trust=trusted)
+    else:
+        session = await _open(workspace, args.thread, trust=trusted)
+    for notice in session.notices:
+        _err(f"workbench: {notice}")
+    try:
+        unsubscribe = session.subscribe(output.on_event, replay=False)
+        try:
+            return await _drive(session, workspace, args, output, decider)
+        finally:
+            unsubscribe()
+    finally:
+        await session.close()
+
+
+
+async def _drive(
+    session: Session, workspace: Path, args: argparse.Namespace, output: _Output, decider: _Decider
+) -> int:
+    from workbench.engine.middleware import RunResult
+
+    first: Callable[[], Awaitable[RunResult]]
+    if args.command == "run":
+        if session.pending:
+            raise UsageError(
+                f"thread {session.thread_id} has a run waiting for decisions: continue it with "
+                f"{_resume_hint(workspace, session.thread_id, session.pending)}"
+            )
+        prompt = args.prompt
+        first = lambda: session.run(prompt)  # noqa: E731
+    else:
+        pending = session.pending
+        if pending:
+            try:
+                decisions = decider.decide_all(pending)
+            except _Suspended:
+                decisions = None
+            if decisions is None:
+                result = _suspended_result(session, pending)
+                output.finish(result, session, _resume_hint(workspace, session.thread_id, pending))
+                return EXIT_INTERRUPTED
+            first = lambda: session.resume(decisions)  # noqa: E731
+        elif session.status in CUT_OFF:
+            first = session.recover
+        else:
+            status = session.status
+            ended = "has no run yet" if status == "new" else f"its last run ended {status}"
+            raise UsageError(
+                f"thread {session.thread_id} has nothing to resume: no decision is pending and {ended}; "
+                f"start a new turn with `workbench run --thread {session.thread_id} PROMPT`"
+            )
+
+    stopper = _Stopper(session)
+    result = await stopper.call(first)
+    while result.status == "interrupted" and result.pending and not stopper.stopped:
+        try:
+            decisions = decider.decide_all(result.pending)
+        except _Suspended:
+            decisions = None
+        if decisions is None:
+            break
+        result = await stopper.call(lambda: session.resume(decisions))
+    hint = _resume_hint(workspace, result.thread_id or session.thread_id, result.pending) \
+        if result.status == "interrupted" else None
+    output.finish(result, session, hint)
+    return STATUS_EXIT.get(result.status, EXIT_FAILED)
+
+
+def _suspended_result(session: Session, pending: Sequence[Question]) -> RunResult:
+    """A RunResult for a suspended run we did not continue (resume with nobody to decide)."""
+    from workbench.engine.middleware import RunResult
+    from workbench.engine.usage import Usage
+
+    run = session.last_run
+    usage = run.usage if run is not None else Usage()
+    return RunResult("interrupted", "", usage, tuple(pending), None, session.thread_id, run.id if run else "")
+
+
+class _Stopper:
+    """Ctrl-C (or SIGTERM) while a run is in flight stops it (it ends ``aborted``: exit 3).
+
+    The handler is installed only around the run itself, so Ctrl-C at an approval prompt still
+    interrupts the prompt. A second Ctrl-C gives up waiting for the run to wind down.
+    """
+
+    def __init__(self, session: Session) -> None:
+        self.session = session
+        self.stopped = False
+        self._stop_task: asyncio.Task[None] | None = None
+        self._main: asyncio.Task[Any] | None = None
+
+    def _on_signal(self) -> None:
+        if self.stopped:
+            if self._main is not None:
+                self._main.cancel()
+            return
+        self.stopped = True
+        _err("\nworkbench: stopping the run (Ctrl-C again to quit at once)")
+        self._stop_task = asyncio.ensure_future(self.session.stop())
+
+    async def call(self, start: Callable[[], Awaitable[RunResult]]) -> RunResult:
+        loop = asyncio.get_running_loop()
+        installed: list[int] = []
+        for sig in (signal.SIGINT, getattr(signal, "SIGTERM", None)):
+            if sig is None:
+                continue
+            try:
+                loop.add_signal_handler(sig, self._on_signal)
+                installed.append(sig)
+            except (NotImplementedError, RuntimeError, ValueError):  # Windows, or not the main thread
+                pass
+        self._main = asyncio.ensure_future(start())
+        try:
+            try:
+                return await asyncio.shield(self._main)
+            except asyncio.CancelledError:
+                if self._main.done() and not self._main.cancelled():
+                    return self._main.result()
+                raise KeyboardInterrupt from None
+            except KeyboardInterrupt:  # no signal handler (Windows): stop and wait for the abort
+                self.stopped = True
+                await self.session.stop()
+                return await self._main
+        finally:
+            for sig in installed:
+                try:
+                    loop.remove_signal_handler(sig)
+                except (NotImplementedError, RuntimeError, ValueError):
+                    pass
+            if self._stop_task is not None:
+                try:
+                    await self._stop_task
+                except Exception:  # noqa: BLE001 - the run's own end is what we report
+                    pass
+
+
+
+def _resume_hint(workspace: Path, thread: str, pending: Sequence[Question]) -> str:
+    parts = ["workbench", "resume", "--thread", thread]
+    try:
+        if workspace != Path.cwd().resolve():
+            parts += ["--workspace", str(workspace)]
+    except OSError:
+        parts += ["--workspace", str(workspace)]
+    kinds = {q.kind for q in pending}
+    if "tool_approval" in kinds or not kinds:
+        parts += ["--approve", "all"]
+    if "budget_hold" in kinds:
+        parts += ["--budget-approve", "yes"]
+    hint = " ".join(shlex.quote(p) for p in parts)
+    if kinds - {"tool_approval", "budget_hold"}:
+        hint += "  (at a terminal, to answer the other questions)"
+    return hint
