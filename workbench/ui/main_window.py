@@ -17,21 +17,17 @@ import threading
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from PySide6.QtCore import QByteArray, QEvent, Qt, Signal, Slot
-from PySide6.QtGui import QAction, QCloseEvent, QKeyEvent, QKeySequence
+from PySide6.QtCore import QByteArray, Qt, Signal, Slot
+from PySide6.QtGui import QAction, QCloseEvent, QKeySequence
 from PySide6.QtWidgets import (
     QApplication,
     QDockWidget,
     QFileDialog,
-    QFrame,
     QHBoxLayout,
-    QLabel,
     QMainWindow,
     QMenu,
-    QPlainTextEdit,
     QPushButton,
     QSplitter,
-    QStatusBar,
     QTabWidget,
     QVBoxLayout,
     QWidget,
@@ -44,7 +40,7 @@ from workbench.ui.approval_dialog import ask_decisions
 from workbench.ui.bridge import Bridge
 from workbench.ui.threads_panel import ThreadsPanel
 from workbench.ui.transcript import TranscriptView
-from workbench.ui.transcript import palette as transcript_palette
+from workbench.ui.window_widgets import ErrorBar, PromptEdit, _status_bar
 
 if TYPE_CHECKING:
     from workbench.engine.middleware import RunResult
@@ -78,94 +74,6 @@ def apply_app_style(app: QApplication) -> None:
             continue
         app.setStyleSheet(sheet)
         return
-
-
-class PromptEdit(QPlainTextEdit):
-    """The input box: Ctrl+Enter sends."""
-
-    sig_prompt_submitted = Signal()
-    """Ctrl+Enter was pressed."""
-
-    def keyPressEvent(self, event: QKeyEvent) -> None:  # noqa: N802 - Qt override
-        if event.key() in (Qt.Key.Key_Return, Qt.Key.Key_Enter) and (
-            event.modifiers() & Qt.KeyboardModifier.ControlModifier
-        ):
-            self.sig_prompt_submitted.emit()
-            return
-        super().keyPressEvent(event)
-
-
-class ErrorBar(QFrame):
-    """A dismissible bar above the transcript for failures that are not a run's own error."""
-
-    def __init__(self, parent: QWidget | None = None) -> None:
-        super().__init__(parent)
-        self.setObjectName("error_bar")
-        self._colors: tuple[str, str, str] | None = None
-        self._apply_colors()
-        lay = QHBoxLayout(self)
-        lay.setContentsMargins(8, 4, 8, 4)
-        self.label = QLabel(self)
-        self.label.setObjectName("error_text")
-        self.label.setWordWrap(True)
-        self.label.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
-        lay.addWidget(self.label, 1)
-        close = QPushButton("Dismiss", self)
-        close.setAutoDefault(False)
-        close.clicked.connect(self.hide)
-        lay.addWidget(close)
-        self.messages: list[str] = []
-        self.hide()
-
-    def _apply_colors(self) -> None:
-        colors = tuple(transcript_palette()["error"])
-        if colors == self._colors:
-            return
-        self._colors = colors  # type: ignore[assignment]
-        bg, border, fg = colors
-        self.setStyleSheet(f"QFrame#error_bar {{ background: {bg}; border: 1px solid {border}; border-radius: 4px; }}"
-                           f" QFrame#error_bar QLabel {{ color: {fg}; }}")
-
-    def changeEvent(self, event: QEvent) -> None:  # noqa: N802 - Qt override
-        """Follow a change of the light/dark theme."""
-        super().changeEvent(event)
-        if event.type() in (QEvent.Type.StyleChange, QEvent.Type.PaletteChange):
-            self._apply_colors()
-
-    def show_message(self, text: str) -> None:
-        self.messages.append(text)
-        self.label.setText(text)
-        self.show()
-
-
-def _status_bar(parent: QWidget) -> QStatusBar:
-    """``workbench.ui.status_bar.RunStatusBar`` (model, run status, tokens, cost), or a plain fallback."""
-    try:
-        from workbench.ui.status_bar import RunStatusBar
-
-        return RunStatusBar(parent)
-    except ImportError:
-        return _FallbackStatusBar(parent)
-
-
-class _FallbackStatusBar(QStatusBar):
-    def __init__(self, parent: QWidget | None = None) -> None:
-        super().__init__(parent)
-        self.model_label, self.status_label, self.usage_label = QLabel(self), QLabel(self), QLabel(self)
-        for label in (self.model_label, self.status_label, self.usage_label):
-            self.addPermanentWidget(label)
-
-    def set_model(self, name: str | None) -> None:
-        self.model_label.setText(name or "no model")
-
-    def set_status(self, status: str | None) -> None:
-        self.status_label.setText(status or "ready")
-
-    def set_usage(self, run: dict[str, Any] | None, thread: dict[str, Any] | None) -> None:
-        t = thread or {}
-        cost = t.get("cost_usd")
-        self.usage_label.setText(f"{int(t.get('input_tokens') or 0):,} in / {int(t.get('output_tokens') or 0):,} out"
-                                 f" · {'$%.4f' % cost if cost is not None else 'cost n/a'}")
 
 
 class MainWindow(QMainWindow):
