@@ -3,57 +3,43 @@
 ``Agent`` is the built, checked stack: model, instructions, middleware, tools. ``Engine`` runs it on
 threads kept in a ``Store``: ``run`` a user turn, ``resume`` a suspended run with decisions, ``recover``
 a step that failed or was in flight at a crash, ``stop`` a run in flight.
+
+The engine's parts live next to it: the run in flight (``_Runtime``, ``CURRENT_RUN``) in runtime.py,
+one model call in model_calls.py, the tool calls and their journal in tool_calls.py (both mixins of
+``Engine``), the claim heartbeat in claims.py.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import contextvars
 import json
 import logging
 import time
 import uuid
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from types import MappingProxyType
 from typing import Any
 
-from workbench.engine.events import ENVELOPE, Event
-from workbench.engine.frozen import ACTIVE_HOOK, freeze
-from workbench.engine.frozen import append as frozen_append
-from workbench.engine.messages import (
-    Message,
-    ModelDelta,
-    ModelRequest,
-    ModelResponse,
-    ToolCall,
-    clean_text,
-    edit_note,
-)
-from workbench.engine.middleware import (
-    AgentMiddleware,
-    Block,
-    HookContext,
-    Question,
-    RunResult,
-    Section,
-    Suspend,
-    ToolContext,
-    overrides,
-)
+from workbench.engine.claims import _Heartbeat
+from workbench.engine.events import Event
+from workbench.engine.frozen import freeze
+from workbench.engine.messages import Message, clean_text
+from workbench.engine.middleware import AgentMiddleware, Block, HookContext, Question, RunResult, Suspend, overrides
+from workbench.engine.model_calls import ModelCalls
 from workbench.engine.models.base import Model
-from workbench.engine import store as store_module
+from workbench.engine.runtime import CURRENT_RUN, MESSAGES, _active, _blocked, _has_turn, _last_answer, _Runtime
 from workbench.engine.store import Claim, RunRecord, Store
-from workbench.engine.tools import Fatal, NeedsApproval, Tool, ToolOutcome, short_json, validate_call
+from workbench.engine.tool_calls import _UNKNOWN, ToolCalls, _unique_ids
+from workbench.engine.tools import Fatal, Tool, ToolOutcome, short_json
 from workbench.engine.usage import Usage
 from workbench.errors import BuildError, ModelError, RunError, ThreadBusyError, WorkbenchError
 from workbench.redact import scrub
 
 log = logging.getLogger(__name__)
 
-MESSAGES = "messages"
-CURRENT_RUN: contextvars.ContextVar[_Runtime | None] = contextvars.ContextVar("workbench_current_run", default=None)
+# What the rest of the project (and its tests) import from here; CURRENT_RUN and MESSAGES live in runtime.py.
+__all__ = ["CURRENT_RUN", "MESSAGES", "Agent", "Engine", "EventListener"]
 
 EventListener = Callable[[Event], None]
 
@@ -118,100 +104,7 @@ def _owned(tool: Tool, mw: AgentMiddleware) -> Tool:
     return replace(tool, owner=mw)
 
 
-class _Runtime:
-    """One run in flight: ids, the working state, usage, questions and answers."""
-
-    def __init__(self, engine: Engine, thread_id: str, run_id: str, state: dict[str, Any], step: int, input: str) -> None:
-        self.engine = engine
-        self.agent = engine.agent
-        self.thread_id = thread_id
-        self.run_id = run_id
-        self.state = state
-        self.step = step
-        self.input = input
-        self.started = time.time()
-        self.answers: dict[str, dict[str, Any]] = {}
-        self.calls: list[tuple[str, Usage]] = []  # model calls of the step in flight, not yet committed
-        self.run_usage = Usage()
-        self.thread_usage = Usage()
-        self.partial = ""
-        self.stop_requested = False
-        self.model_task: asyncio.Task[Any] | None = None
-        self.turn_snapshot: dict[str, Any] = {}
-        self._parsed: tuple[list[Any], list[Message]] | None = None
-        self.next_seq: int | None = None
-        self.unsaved_events: list[Event] = []
-        self.tool_tasks: list[asyncio.Task[Any]] = []  # the calls in flight, cancelled by stop()
-        self.outcomes: dict[str, ToolOutcome] | None = None  # finished calls of the message in flight
-        self._view: tuple[dict[str, Any], Mapping[str, Any]] | None = None
-        self.claim: Claim | None = engine._held.get(thread_id)  # R7: every write checks it is still ours
-
-    @property
-    def backend(self) -> Any:
-        return self.agent.backend
-
-    def state_view(self) -> Mapping[str, Any]:
-        # M3: a read-only view; the values in it are frozen as they enter the state (write_state,
-        # append, _initial_state), so a read costs nothing however long the history is.
-        view = self._view
-        if view is None or view[0] is not self.state:
-            view = self._view = (self.state, MappingProxyType(self.state))
-        return view[1]
-
-    def usage_view(self) -> dict[str, Usage]:
-        pending = sum((u for _, u in self.calls), Usage())
-        return {"run": self.run_usage + pending, "thread": self.thread_usage + pending}
-
-    def write_state(self, key: str, value: Any) -> None:
-        self.state[key] = freeze(value, key)
-
-    def emit(self, type: str, **data: Any) -> Event:
-        """Publish an event now; a durable one is numbered now and stored with the next checkpoint."""
-        return self.engine._publish(self.stage(type, **data))
-
-    def stage(self, type: str, **data: Any) -> Event:
-        """An event numbered and queued for the next checkpoint, not published yet (R8: a run's closing
-        events are published once the transaction that stores them committed)."""
-        clash = ENVELOPE.intersection(data)
-        if clash:  # would be hidden behind the envelope in --json lines and to_dict()
-            raise RunError(f"event {type!r} uses reserved field names: {', '.join(sorted(clash))}")
-        event = Event(type, self.thread_id, self.run_id, self.step, data)
-        if event.durable:
-            if self.next_seq is None:
-                # R8: numbered from the count read inside the claim's transaction; each checkpoint
-                # verifies, inside its own, that the numbers continue the stored sequence.
-                self.next_seq = self.claim.next_event_seq if self.claim else \
-                    self.engine.store.next_event_seq(self.thread_id)
-            event = Event(type, self.thread_id, self.run_id, self.step, data, event.time, self.next_seq)
-            self.next_seq += 1
-            self.unsaved_events.append(event)
-        return event
-
-    def take_events(self) -> list[Event]:
-        events, self.unsaved_events = self.unsaved_events, []
-        return events
-
-    def ask(self, kind: str, payload: dict[str, Any], key: str) -> Any:
-        if key in self.answers:
-            return self.answers[key]
-        raise Suspend(Question(id=key, kind=kind, payload=payload))
-
-    def messages(self) -> list[Message]:
-        # The stored dicts are the truth; the parsed list is cached because it is rebuilt every step.
-        stored = self.state[MESSAGES]
-        cache = self._parsed
-        if cache is None or cache[0] is not stored or len(cache[1]) > len(stored):
-            cache = (stored, [])
-        parsed = cache[1]
-        parsed.extend(Message.from_dict(m) for m in stored[len(parsed):])
-        self._parsed = cache
-        return list(parsed)
-
-    def append(self, message: Message) -> None:
-        frozen_append(self.state[MESSAGES], message.cleaned().to_dict(), MESSAGES)  # R10: always storable
-
-
-class Engine:
+class Engine(ModelCalls, ToolCalls):
     """Runs an ``Agent`` on threads kept in a ``Store``; publishes events to listeners."""
 
     def __init__(self, agent: Agent, store: Store) -> None:
@@ -554,257 +447,6 @@ class Engine:
                                               error=f"{mw.name} blocked the output: {out.reason}")
         return await self._finish(rt, "done", answer=answer)
 
-    # -- one model call ----------------------------------------------------------------------------------
-    async def _system_prompt(self, rt: _Runtime) -> str:
-        cacheable: list[Section] = []
-        others: list[Section] = []
-        for mw in self.agent.middleware:
-            if overrides(mw, "sections"):
-                with _active(mw.name):
-                    found = await mw.sections(HookContext(rt, mw))
-                for s in found:
-                    (cacheable if s.cacheable else others).append(s)
-        sections = cacheable + others
-        limit = self.agent.max_prompt_section_tokens
-        sizes = [(s.name, self._tokens(s.text)) for s in sections]
-        total = sum(n for _, n in sizes)
-        if total > limit:
-            biggest = ", ".join(f"{n} ({t} tokens)" for n, t in sorted(sizes, key=lambda x: -x[1])[:5])
-            raise RunError(
-                f"the prompt sections take {total} tokens, over max_prompt_section_tokens={limit}: {biggest}"
-            )
-        parts = [self.agent.instructions] if self.agent.instructions else []
-        parts.extend(s.text for s in sections if s.text)
-        return "\n\n".join(parts)
-
-    def _tokens(self, text: str) -> int:
-        n = self._token_cache.get(text)
-        if n is None:
-            from workbench.engine.tokens import estimate_tokens
-
-            n = estimate_tokens(text)
-            if len(self._token_cache) > 256:
-                self._token_cache.clear()
-            self._token_cache[text] = n
-        return n
-
-    async def _model_step(self, rt: _Runtime) -> ModelResponse:
-        system = await self._system_prompt(rt)
-        if rt.stop_requested:  # R6: stopped while the prompt was built: no call is made (nor billed)
-            raise asyncio.CancelledError()
-        tools = tuple(t.spec for t in self.agent.tool_map.values())
-        request = ModelRequest(system=system, messages=tuple(rt.messages()), tools=tools,
-                               settings=dict(self.agent.model_settings))
-        chain = self._model_chain(rt)
-        return await chain(request)
-
-    def _model_chain(self, rt: _Runtime) -> Callable[[ModelRequest], Any]:
-        async def innermost(request: ModelRequest) -> ModelResponse:
-            if rt.stop_requested:  # R6: a wrapper calling `next` again after a stop makes no call
-                raise asyncio.CancelledError()
-            rt.partial = ""  # R6: a cut call's partial answer is its own text, never a discarded retry's
-            task = asyncio.ensure_future(self._stream(rt, request))
-            rt.model_task = task
-            try:
-                response = await task
-            finally:
-                rt.model_task = None
-            self._count(rt, response)
-            return response
-
-        call = innermost
-        for mw in reversed(self.agent._model_wrappers):
-            call = _bind_model(mw, call, HookContext(rt, mw))
-        return call
-
-    async def _stream(self, rt: _Runtime, request: ModelRequest) -> ModelResponse:
-        final: ModelResponse | None = None
-        async for item in self.agent.model.stream(request):
-            if isinstance(item, ModelDelta):
-                if item.text:
-                    rt.partial += item.text
-                    rt.emit("model_delta", text=clean_text(item.text))  # R10: listeners get storable text
-            else:
-                final = item
-        if final is None:
-            raise ModelError(f"model {self.agent.model.name!r} ended its stream without a response")
-        return final
-
-    def _count(self, rt: _Runtime, response: ModelResponse) -> None:
-        """R5: every call a `next` makes is counted, whatever the wrapper returns."""
-        usage = _with_call(response.usage)
-        model = response.model or self.agent.model.name
-        rt.calls.append((model, usage))
-        rt.emit("model_call_finished", model=model, usage=usage.to_dict())
-        view = rt.usage_view()
-        rt.emit("usage_updated", run_usage=view["run"].to_dict(), thread_usage=view["thread"].to_dict(), model=model,
-                call=usage.to_dict())
-
-    # -- tool calls ------------------------------------------------------------------------------------------
-    async def _run_tools(
-        self,
-        rt: _Runtime,
-        calls: Sequence[ToolCall],
-        completed: dict[str, ToolOutcome],
-        resumed: dict[str, Question],
-    ) -> RunResult | None:
-        """Run a message's calls (R4); append their results in order, or suspend with the questions."""
-        locks: dict[str, asyncio.Lock] = {}
-        questions: dict[str, Question] = {}
-        fatal: list[Exception] = []
-        held: set[str] = set()  # locks whose earlier call waits for an answer
-        rt.outcomes = completed  # what an abort keeps of this message (see _settle_calls)
-        if rt.stop_requested:
-            return await self._finish(rt, "aborted", error="stopped by the user")
-
-        async def one(call: ToolCall) -> None:
-            tool = self.agent.tool_map.get(call.name)
-            name = tool.lock if tool is not None and tool.lock else None
-            lock = locks.setdefault(name, asyncio.Lock()) if name else None
-            acquired = False
-            try:
-                if lock is not None:
-                    await lock.acquire()
-                    acquired = True
-                # R4: when an earlier call on this lock waits for the user, this one may still ask (the
-                # questions of a message come together) but may not run before it: it runs on resume.
-                completed[call.id] = await self._one_tool(rt, call, tool, resumed.get(call.id), name in held)
-                self._journal(rt, call, completed[call.id])  # R9: stored the moment it finished
-            except _Held:
-                pass  # neither a result nor a question until the earlier call is answered
-            except Suspend as s:
-                questions[call.id] = Question(s.question.id, s.question.kind, s.question.payload, call.id)
-                if name:
-                    held.add(name)
-            except Fatal as e:
-                fatal.append(e)
-            except asyncio.CancelledError:
-                if not rt.stop_requested:
-                    raise
-                # stop(): this call has no result; _finish says it was stopped
-            finally:
-                if acquired:
-                    assert lock is not None
-                    lock.release()
-
-        todo = [c for c in calls if c.id not in completed]
-        # Tasks start in message order and asyncio.Lock is fair, so same-lock calls run in order (R4).
-        tasks = [asyncio.ensure_future(one(c)) for c in todo]
-        rt.tool_tasks = tasks
-        try:
-            # Wait for every call, even when one fails: none may keep running after the run ended.
-            results = await asyncio.gather(*tasks, return_exceptions=True)
-        finally:
-            rt.tool_tasks = []
-        if fatal:
-            raise fatal[0]
-        for r in results:
-            if isinstance(r, BaseException) and not isinstance(r, asyncio.CancelledError):
-                raise r
-        if rt.stop_requested:  # stopped while the calls ran: no question is asked any more
-            return await self._finish(rt, "aborted", error="stopped by the user")
-        if any(isinstance(r, asyncio.CancelledError) for r in results):
-            raise asyncio.CancelledError()
-        if questions:
-            ordered = [questions[c.id].to_dict() for c in calls if c.id in questions]
-            return await self._suspend(
-                rt,
-                {
-                    "phase": "tools",
-                    "questions": ordered,
-                    "completed": {cid: {"status": o.status, "content": o.content} for cid, o in completed.items()},
-                },
-            )
-        for call in calls:
-            outcome = completed[call.id]
-            rt.append(Message.tool(call, outcome.content, status=outcome.status))
-        rt.outcomes = None
-        return None
-
-    async def _one_tool(self, rt: _Runtime, call: ToolCall, tool: Tool | None, resumed: Question | None,
-                        held: bool = False) -> ToolOutcome:
-        approved = edited = False
-        if resumed is not None and resumed.kind == "tool_approval":
-            decision = rt.answers[resumed.id]
-            kind = decision["decision"]
-            if kind == "reject":
-                self._remember_rejection(rt, call)
-                message = decision.get("message") or "no reason given"
-                return self._finish_tool(rt, call, ToolOutcome("rejected", f"Rejected by the user: {message}. "
-                                                              "Do not try this exact call again; ask or do something else."))
-            if kind == "respond":
-                return self._finish_tool(rt, call, ToolOutcome.ok(str(decision.get("message", ""))))
-            if kind == "edit":
-                # P6: runs with the person's arguments; the committed assistant message keeps the
-                # model's (never rewritten), the result records the edit (see _finish_tool).
-                call = ToolCall.parse(call.id, call.name, decision.get("arguments") or {}).cleaned()
-                edited = True
-            approved = True
-        error = validate_call(tool, call, list(self.agent.tool_map))
-        rt.emit("tool_call_started", call_id=call.id, name=call.name, arguments=call.arguments or {})
-        if error is not None:
-            return self._finish_tool(rt, call, ToolOutcome.error(error), edited)
-        assert tool is not None
-        ctx = ToolContext(rt, None, call, tool, approved)
-        chain = self._tool_chain(tool, held)
-        try:
-            outcome = await chain(call, ctx)
-        except (Suspend, Fatal, RunError):  # RunError: a broken contract (M3, M4) fails the run
-            raise
-        except WorkbenchError as e:
-            outcome = ToolOutcome.error(f"Error: {e}")
-        if isinstance(outcome, NeedsApproval):
-            signature = _signature(call)
-            if signature in rt.state.get("_rejected", {}).get(rt.run_id, []):
-                # P4: the user rejected this exact call in this run; refuse without asking again.
-                return self._finish_tool(rt, call, ToolOutcome(
-                    "rejected", "Rejected: the user already rejected this exact call in this run. Do not retry it."),
-                    edited)
-            raise Suspend(Question(
-                id=f"approval-{call.id}",
-                kind="tool_approval",
-                payload={"tool": call.name, "arguments": call.arguments or {}, "reason": outcome.reason,
-                         "rule": outcome.rule},
-            ))
-        return self._finish_tool(rt, call, outcome, edited)
-
-    def _finish_tool(self, rt: _Runtime, call: ToolCall, outcome: ToolOutcome, edited: bool = False) -> ToolOutcome:
-        if edited:  # P6: the event says so (no content); the result's first line says what ran
-            rt.emit("tool_call_finished", call_id=call.id, name=call.name, status=outcome.status, edited=True)
-            return ToolOutcome(outcome.status, outcome.content + edit_note(call.arguments or {}))
-        rt.emit("tool_call_finished", call_id=call.id, name=call.name, status=outcome.status)
-        return outcome
-
-    def _remember_rejection(self, rt: _Runtime, call: ToolCall) -> None:
-        rejected = dict(rt.state.get("_rejected", {}))
-        rejected = {rt.run_id: [*rejected.get(rt.run_id, []), _signature(call)]}  # only this run's matter
-        rt.write_state("_rejected", rejected)
-
-    def _tool_chain(self, tool: Tool, held: bool = False) -> Callable[[ToolCall, ToolContext], Any]:
-        async def innermost(call: ToolCall, ctx: ToolContext) -> ToolOutcome | NeedsApproval:
-            if held:
-                raise _Held()
-            rt = CURRENT_RUN.get()
-            if tool.changes_outside and rt is not None:  # R9: never run twice after a crash (see _recover_tools)
-                self.store.journal_start(rt.thread_id, rt.run_id, rt.step, call.id,
-                                         claim=rt.claim.token if rt.claim else None)
-            try:
-                with _active(f"{tool.owner.name} (tool {tool.name})" if tool.owner else f"tool {tool.name}"):
-                    result = await tool.func(call.arguments or {}, ctx.bound(tool.owner))
-            except (Fatal, Suspend, RunError):
-                raise
-            except WorkbenchError as e:
-                return ToolOutcome.error(f"Error: {e}")
-            except Exception as e:  # a tool's bug is the model's error message, not a crash (M5)
-                log.exception("tool %s failed", tool.name)
-                return ToolOutcome.error(f"Error: {tool.name} failed: {type(e).__name__}: {e}")
-            return ToolOutcome.ok(result) if isinstance(result, str) else result
-
-        call = innermost
-        for mw in reversed(self.agent._tool_wrappers):
-            call = _bind_tool(mw, call)
-        return call
-
     # -- ends ------------------------------------------------------------------------------------------------
     def _checkpoint(self, rt: _Runtime, status: str, pending: dict[str, Any] | None = None,
                     record: RunRecord | None = None) -> None:
@@ -838,57 +480,6 @@ class Engine:
         for event in staged:
             self._publish(event)
 
-    def _journal(self, rt: _Runtime, call: ToolCall, outcome: ToolOutcome) -> None:
-        """R9: a finished call's result, the state its writes left and the events so far, stored now."""
-        events = list(rt.unsaved_events)
-        self.store.journal_finish(rt.thread_id, rt.run_id, rt.step, call.id, outcome.status, outcome.content,
-                                  rt.state, events=events, claim=rt.claim.token if rt.claim else None)
-        del rt.unsaved_events[:len(events)]
-
-    def _replay_journal(self, rt: _Runtime, completed: dict[str, ToolOutcome], *, unknown: str | None,
-                        run_id: str | None = None, step: int | None = None) -> None:
-        """R9: the calls of the step in flight that finished before the run ended keep their results
-        and the state they left; with ``unknown``, a call that changes things outside and started but
-        never finished gets that as an error result (it may have had its effect: never run twice)."""
-        last: dict[str, Any] | None = None
-        for entry in self.store.journal(rt.thread_id, run_id or rt.run_id, rt.step if step is None else step):
-            if entry.status == "started":
-                if unknown is not None and entry.call_id not in completed:
-                    completed[entry.call_id] = ToolOutcome("error", unknown)
-                continue
-            completed[entry.call_id] = ToolOutcome(entry.status, entry.content)  # type: ignore[arg-type]
-            last = entry.state
-        if last is not None:
-            for key, value in last.items():
-                rt.state[key] = freeze(value, key)
-
-    def _settle_calls(self, rt: _Runtime, status: str, why: str, pending: Mapping[str, Any] | None = None,
-                      emit: bool = True) -> None:
-        """Give every call of the last assistant message a result, so the history stays valid.
-
-        A provider rejects a history where an assistant's tool calls are not each followed by a tool
-        result. A run that ends between the two (stopped, cancelled, aborted, failed after a resume)
-        keeps the results of the calls that ran and says the others did not finish.
-        """
-        messages = rt.state[MESSAGES]
-        last = next((i for i in range(len(messages) - 1, -1, -1) if messages[i].get("role") == "assistant"), None)
-        if last is None or not messages[last].get("tool_calls"):
-            return
-        answered = {m.get("tool_call_id") for m in messages[last + 1:] if m.get("role") == "tool"}
-        known = dict(rt.outcomes or {})
-        for cid, o in ((pending or {}).get("completed") or {}).items():
-            known.setdefault(cid, ToolOutcome(o["status"], o["content"]))
-        for raw in messages[last]["tool_calls"]:
-            call = ToolCall.from_dict(raw)
-            if call.id in answered:
-                continue
-            outcome = known.get(call.id)
-            if outcome is None:
-                outcome = ToolOutcome(status, f"Not finished: {why}.")  # type: ignore[arg-type]
-                if emit:
-                    self._finish_tool(rt, call, outcome)
-            rt.append(Message.tool(call, outcome.content, status=outcome.status))
-        rt.outcomes = None
 
     async def _suspend(self, rt: _Runtime, pending: dict[str, Any]) -> RunResult:
         questions = [Question.from_dict(q) for q in pending["questions"]]
@@ -957,131 +548,6 @@ class Engine:
             if status == "failed" and not keep_state:
                 rt.state, rt.step = saved_state, saved_step
         return RunResult(status, answer, rt.run_usage, (), error, rt.thread_id, rt.run_id)
-
-
-_UNKNOWN = ("Not finished: the process running this call stopped before it returned, so it may or may not have "
-            "taken effect. Check before trying it again.")
-
-
-class _Heartbeat:
-    """R7: refreshes a run's claim from a thread of its own, so a long model or tool call (or a busy
-    event loop) does not make a live run look dead."""
-
-    def __init__(self, store: Store, claim: Claim) -> None:
-        import threading
-
-        self._stop = threading.Event()
-        self._store, self._claim = store, claim
-        self._thread = threading.Thread(target=self._beat, name=f"claim-{claim.thread_id}", daemon=True)
-        self._thread.start()
-
-    def _beat(self) -> None:
-        while not self._stop.wait(store_module.HEARTBEAT_EVERY):
-            try:
-                if not self._store.heartbeat(self._claim):
-                    return  # taken over: the run's next write is refused
-            except Exception:  # a busy or closed store: the next beat tries again
-                log.debug("claim heartbeat failed", exc_info=True)
-
-    def stop(self) -> None:
-        self._stop.set()
-
-
-class _Held(Suspend):
-    """A call that would run while an earlier call on its lock waits for the user (R4): it waits too."""
-
-    def __init__(self) -> None:
-        super().__init__(Question(id="", kind="held", payload={}))
-
-
-def _bind_model(mw: AgentMiddleware, call_next: Any, ctx: HookContext) -> Any:
-    async def call(request: ModelRequest) -> ModelResponse:
-        with _active(mw.name):
-            return await mw.wrap_model_call(request, call_next, ctx)
-
-    return call
-
-
-def _bind_tool(mw: AgentMiddleware, call_next: Any) -> Any:
-    async def call(tool_call: ToolCall, ctx: ToolContext) -> Any:
-        with _active(mw.name):
-            return await mw.wrap_tool_call(tool_call, ctx.bound(mw), call_next)
-
-    return call
-
-
-class _active:  # noqa: N801 - used like a function: ``with _active(name):``
-    """Name the hook running now (M3: a read-only state error names it); nested wrappers stack.
-    A class, not @contextmanager: it runs around every hook call (a third of the cost)."""
-
-    __slots__ = ("name", "token")
-
-    def __init__(self, name: str) -> None:
-        self.name = name
-
-    def __enter__(self) -> None:
-        self.token = ACTIVE_HOOK.set(self.name)
-
-    def __exit__(self, *exc: object) -> None:
-        ACTIVE_HOOK.reset(self.token)
-
-
-def _unique_ids(calls: tuple[ToolCall, ...]) -> tuple[ToolCall, ...]:
-    """The calls with unique, non-empty ids (R10): a repeated id gets a suffix, so every call gets its
-    own result (and journal entry). Suffixes use [A-Za-z0-9_-], which every provider accepts."""
-    seen: set[str] = set()
-    out: list[ToolCall] = []
-    changed = False
-    for i, call in enumerate(calls):
-        cid = call.id or f"call_{i}"
-        if cid in seen:
-            n = 2
-            while f"{cid}_{n}" in seen:
-                n += 1
-            cid = f"{cid}_{n}"
-        seen.add(cid)
-        if cid != call.id:
-            changed = True
-            call = ToolCall(cid, call.name, call.arguments, call.raw_arguments)
-        out.append(call)
-    return tuple(out) if changed else calls
-
-
-def _with_call(usage: Usage) -> Usage:
-    from dataclasses import replace
-
-    return usage if usage.calls else replace(usage, calls=1)
-
-
-def _last_answer(rt: _Runtime) -> str:
-    """The newest assistant text of this run (what a stopped run keeps as its partial answer)."""
-    for m in reversed(rt.state[MESSAGES]):
-        if m.get("role") == "user":
-            break
-        if m.get("role") == "assistant" and m.get("content"):
-            return str(m["content"])
-    return ""
-
-
-def _blocked(state: Mapping[str, Any], run_id: str) -> bool:
-    """Whether the run ended with its answer withheld by after_agent (the last message says so)."""
-    messages = state.get(MESSAGES) or []
-    last = messages[-1] if messages else {}
-    meta = last.get("meta") or {}
-    return last.get("role") == "assistant" and bool(meta.get("blocked")) and meta.get("run", run_id) == run_id
-
-
-def _has_turn(rt: _Runtime) -> bool:
-    """Whether the run's user message is in the history (its first checkpoint was written)."""
-    for m in reversed(rt.state[MESSAGES]):
-        if m.get("role") == "user":
-            meta = m.get("meta") or {}
-            return "run" not in meta or meta["run"] == rt.run_id  # no run id: an older store, assume so
-    return False
-
-
-def _signature(call: ToolCall) -> str:
-    return call.name + ":" + json.dumps(call.arguments, sort_keys=True)
 
 
 def _decision(value: Any) -> dict[str, Any]:

@@ -1,0 +1,127 @@
+"""One model call of a step (R5, R6, M2): the system prompt from the middleware's sections, the
+``wrap_model_call`` chain around the model's stream, and the count of every call a ``next`` makes.
+
+``ModelCalls`` is a mixin of ``Engine`` (engine/agent.py): its methods use the engine's ``agent``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from workbench.engine.messages import ModelDelta, ModelRequest, ModelResponse, clean_text
+from workbench.engine.middleware import AgentMiddleware, HookContext, Section, overrides
+from workbench.engine.runtime import _active, _Runtime
+from workbench.engine.usage import Usage
+from workbench.errors import ModelError, RunError
+
+if TYPE_CHECKING:
+    from workbench.engine.agent import Agent
+
+
+class ModelCalls:
+    """The engine's model-call half: prompt, wrapper chain, stream, usage count."""
+
+    agent: Agent
+    _token_cache: dict[str, int]
+
+    async def _system_prompt(self, rt: _Runtime) -> str:
+        cacheable: list[Section] = []
+        others: list[Section] = []
+        for mw in self.agent.middleware:
+            if overrides(mw, "sections"):
+                with _active(mw.name):
+                    found = await mw.sections(HookContext(rt, mw))
+                for s in found:
+                    (cacheable if s.cacheable else others).append(s)
+        sections = cacheable + others
+        limit = self.agent.max_prompt_section_tokens
+        sizes = [(s.name, self._tokens(s.text)) for s in sections]
+        total = sum(n for _, n in sizes)
+        if total > limit:
+            biggest = ", ".join(f"{n} ({t} tokens)" for n, t in sorted(sizes, key=lambda x: -x[1])[:5])
+            raise RunError(
+                f"the prompt sections take {total} tokens, over max_prompt_section_tokens={limit}: {biggest}"
+            )
+        parts = [self.agent.instructions] if self.agent.instructions else []
+        parts.extend(s.text for s in sections if s.text)
+        return "\n\n".join(parts)
+
+    def _tokens(self, text: str) -> int:
+        n = self._token_cache.get(text)
+        if n is None:
+            from workbench.engine.tokens import estimate_tokens
+
+            n = estimate_tokens(text)
+            if len(self._token_cache) > 256:
+                self._token_cache.clear()
+            self._token_cache[text] = n
+        return n
+
+    async def _model_step(self, rt: _Runtime) -> ModelResponse:
+        system = await self._system_prompt(rt)
+        if rt.stop_requested:  # R6: stopped while the prompt was built: no call is made (nor billed)
+            raise asyncio.CancelledError()
+        tools = tuple(t.spec for t in self.agent.tool_map.values())
+        request = ModelRequest(system=system, messages=tuple(rt.messages()), tools=tools,
+                               settings=dict(self.agent.model_settings))
+        chain = self._model_chain(rt)
+        return await chain(request)
+
+    def _model_chain(self, rt: _Runtime) -> Callable[[ModelRequest], Any]:
+        async def innermost(request: ModelRequest) -> ModelResponse:
+            if rt.stop_requested:  # R6: a wrapper calling `next` again after a stop makes no call
+                raise asyncio.CancelledError()
+            rt.partial = ""  # R6: a cut call's partial answer is its own text, never a discarded retry's
+            task = asyncio.ensure_future(self._stream(rt, request))
+            rt.model_task = task
+            try:
+                response = await task
+            finally:
+                rt.model_task = None
+            self._count(rt, response)
+            return response
+
+        call = innermost
+        for mw in reversed(self.agent._model_wrappers):
+            call = _bind_model(mw, call, HookContext(rt, mw))
+        return call
+
+    async def _stream(self, rt: _Runtime, request: ModelRequest) -> ModelResponse:
+        final: ModelResponse | None = None
+        async for item in self.agent.model.stream(request):
+            if isinstance(item, ModelDelta):
+                if item.text:
+                    rt.partial += item.text
+                    rt.emit("model_delta", text=clean_text(item.text))  # R10: listeners get storable text
+            else:
+                final = item
+        if final is None:
+            raise ModelError(f"model {self.agent.model.name!r} ended its stream without a response")
+        return final
+
+    def _count(self, rt: _Runtime, response: ModelResponse) -> None:
+        """R5: every call a `next` makes is counted, whatever the wrapper returns."""
+        usage = _with_call(response.usage)
+        model = response.model or self.agent.model.name
+        rt.calls.append((model, usage))
+        rt.emit("model_call_finished", model=model, usage=usage.to_dict())
+        view = rt.usage_view()
+        rt.emit("usage_updated", run_usage=view["run"].to_dict(), thread_usage=view["thread"].to_dict(), model=model,
+                call=usage.to_dict())
+
+
+def _bind_model(mw: AgentMiddleware, call_next: Any, ctx: HookContext) -> Any:
+    async def call(request: ModelRequest) -> ModelResponse:
+        with _active(mw.name):
+            return await mw.wrap_model_call(request, call_next, ctx)
+
+    return call
+
+
+
+def _with_call(usage: Usage) -> Usage:
+    from dataclasses import replace
+
+    return usage if usage.calls else replace(usage, calls=1)

@@ -1,0 +1,301 @@
+"""The tool calls of an assistant message (R4, R9, P4, P6, M5): run them in order under their locks,
+ask for approval, journal each result the moment it finishes, replay the journal after a crash, and
+give every call a result when a run ends between a message and its results.
+
+``ToolCalls`` is a mixin of ``Engine`` (engine/agent.py): its methods use the engine's ``agent`` and
+``store`` and end a run through its ``_finish`` and ``_suspend``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+from collections.abc import Callable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+from workbench.engine.frozen import freeze
+from workbench.engine.messages import Message, ToolCall, edit_note
+from workbench.engine.middleware import AgentMiddleware, Question, RunResult, Suspend, ToolContext
+from workbench.engine.runtime import CURRENT_RUN, MESSAGES, _active, _Runtime
+from workbench.engine.tools import Fatal, NeedsApproval, Tool, ToolOutcome, validate_call
+from workbench.errors import RunError, WorkbenchError
+
+if TYPE_CHECKING:
+    from workbench.engine.agent import Agent
+    from workbench.engine.store import Store
+
+log = logging.getLogger(__name__)
+
+_UNKNOWN = ("Not finished: the process running this call stopped before it returned, so it may or may not have "
+            "taken effect. Check before trying it again.")
+
+
+class ToolCalls:
+    """The engine's tool-call half: run, approve, journal, replay, settle."""
+
+    agent: Agent
+    store: Store
+
+    if TYPE_CHECKING:
+        async def _finish(self, rt: _Runtime, status: str, answer: str = "", error: str | None = None,
+                          keep_state: bool = False) -> RunResult: ...
+
+        async def _suspend(self, rt: _Runtime, pending: dict[str, Any]) -> RunResult: ...
+
+    async def _run_tools(
+        self,
+        rt: _Runtime,
+        calls: Sequence[ToolCall],
+        completed: dict[str, ToolOutcome],
+        resumed: dict[str, Question],
+    ) -> RunResult | None:
+        """Run a message's calls (R4); append their results in order, or suspend with the questions."""
+        locks: dict[str, asyncio.Lock] = {}
+        questions: dict[str, Question] = {}
+        fatal: list[Exception] = []
+        held: set[str] = set()  # locks whose earlier call waits for an answer
+        rt.outcomes = completed  # what an abort keeps of this message (see _settle_calls)
+        if rt.stop_requested:
+            return await self._finish(rt, "aborted", error="stopped by the user")
+
+        async def one(call: ToolCall) -> None:
+            tool = self.agent.tool_map.get(call.name)
+            name = tool.lock if tool is not None and tool.lock else None
+            lock = locks.setdefault(name, asyncio.Lock()) if name else None
+            acquired = False
+            try:
+                if lock is not None:
+                    await lock.acquire()
+                    acquired = True
+                # R4: when an earlier call on this lock waits for the user, this one may still ask (the
+                # questions of a message come together) but may not run before it: it runs on resume.
+                completed[call.id] = await self._one_tool(rt, call, tool, resumed.get(call.id), name in held)
+                self._journal(rt, call, completed[call.id])  # R9: stored the moment it finished
+            except _Held:
+                pass  # neither a result nor a question until the earlier call is answered
+            except Suspend as s:
+                questions[call.id] = Question(s.question.id, s.question.kind, s.question.payload, call.id)
+                if name:
+                    held.add(name)
+            except Fatal as e:
+                fatal.append(e)
+            except asyncio.CancelledError:
+                if not rt.stop_requested:
+                    raise
+                # stop(): this call has no result; _finish says it was stopped
+            finally:
+                if acquired:
+                    assert lock is not None
+                    lock.release()
+
+        todo = [c for c in calls if c.id not in completed]
+        # Tasks start in message order and asyncio.Lock is fair, so same-lock calls run in order (R4).
+        tasks = [asyncio.ensure_future(one(c)) for c in todo]
+        rt.tool_tasks = tasks
+        try:
+            # Wait for every call, even when one fails: none may keep running after the run ended.
+            results = await asyncio.gather(*tasks, return_exceptions=True)
+        finally:
+            rt.tool_tasks = []
+        if fatal:
+            raise fatal[0]
+        for r in results:
+            if isinstance(r, BaseException) and not isinstance(r, asyncio.CancelledError):
+                raise r
+        if rt.stop_requested:  # stopped while the calls ran: no question is asked any more
+            return await self._finish(rt, "aborted", error="stopped by the user")
+        if any(isinstance(r, asyncio.CancelledError) for r in results):
+            raise asyncio.CancelledError()
+        if questions:
+            ordered = [questions[c.id].to_dict() for c in calls if c.id in questions]
+            return await self._suspend(
+                rt,
+                {
+                    "phase": "tools",
+                    "questions": ordered,
+                    "completed": {cid: {"status": o.status, "content": o.content} for cid, o in completed.items()},
+                },
+            )
+        for call in calls:
+            outcome = completed[call.id]
+            rt.append(Message.tool(call, outcome.content, status=outcome.status))
+        rt.outcomes = None
+        return None
+
+    async def _one_tool(self, rt: _Runtime, call: ToolCall, tool: Tool | None, resumed: Question | None,
+                        held: bool = False) -> ToolOutcome:
+        approved = edited = False
+        if resumed is not None and resumed.kind == "tool_approval":
+            decision = rt.answers[resumed.id]
+            kind = decision["decision"]
+            if kind == "reject":
+                self._remember_rejection(rt, call)
+                message = decision.get("message") or "no reason given"
+                return self._finish_tool(rt, call, ToolOutcome("rejected", f"Rejected by the user: {message}. "
+                                                              "Do not try this exact call again; ask or do something else."))
+            if kind == "respond":
+                return self._finish_tool(rt, call, ToolOutcome.ok(str(decision.get("message", ""))))
+            if kind == "edit":
+                # P6: runs with the person's arguments; the committed assistant message keeps the
+                # model's (never rewritten), the result records the edit (see _finish_tool).
+                call = ToolCall.parse(call.id, call.name, decision.get("arguments") or {}).cleaned()
+                edited = True
+            approved = True
+        error = validate_call(tool, call, list(self.agent.tool_map))
+        rt.emit("tool_call_started", call_id=call.id, name=call.name, arguments=call.arguments or {})
+        if error is not None:
+            return self._finish_tool(rt, call, ToolOutcome.error(error), edited)
+        assert tool is not None
+        ctx = ToolContext(rt, None, call, tool, approved)
+        chain = self._tool_chain(tool, held)
+        try:
+            outcome = await chain(call, ctx)
+        except (Suspend, Fatal, RunError):  # RunError: a broken contract (M3, M4) fails the run
+            raise
+        except WorkbenchError as e:
+            outcome = ToolOutcome.error(f"Error: {e}")
+        if isinstance(outcome, NeedsApproval):
+            signature = _signature(call)
+            if signature in rt.state.get("_rejected", {}).get(rt.run_id, []):
+                # P4: the user rejected this exact call in this run; refuse without asking again.
+                return self._finish_tool(rt, call, ToolOutcome(
+                    "rejected", "Rejected: the user already rejected this exact call in this run. Do not retry it."),
+                    edited)
+            raise Suspend(Question(
+                id=f"approval-{call.id}",
+                kind="tool_approval",
+                payload={"tool": call.name, "arguments": call.arguments or {}, "reason": outcome.reason,
+                         "rule": outcome.rule},
+            ))
+        return self._finish_tool(rt, call, outcome, edited)
+
+    def _finish_tool(self, rt: _Runtime, call: ToolCall, outcome: ToolOutcome, edited: bool = False) -> ToolOutcome:
+        if edited:  # P6: the event says so (no content); the result's first line says what ran
+            rt.emit("tool_call_finished", call_id=call.id, name=call.name, status=outcome.status, edited=True)
+            return ToolOutcome(outcome.status, outcome.content + edit_note(call.arguments or {}))
+        rt.emit("tool_call_finished", call_id=call.id, name=call.name, status=outcome.status)
+        return outcome
+
+    def _remember_rejection(self, rt: _Runtime, call: ToolCall) -> None:
+        rejected = dict(rt.state.get("_rejected", {}))
+        rejected = {rt.run_id: [*rejected.get(rt.run_id, []), _signature(call)]}  # only this run's matter
+        rt.write_state("_rejected", rejected)
+
+    def _tool_chain(self, tool: Tool, held: bool = False) -> Callable[[ToolCall, ToolContext], Any]:
+        async def innermost(call: ToolCall, ctx: ToolContext) -> ToolOutcome | NeedsApproval:
+            if held:
+                raise _Held()
+            rt = CURRENT_RUN.get()
+            if tool.changes_outside and rt is not None:  # R9: never run twice after a crash (see _recover_tools)
+                self.store.journal_start(rt.thread_id, rt.run_id, rt.step, call.id,
+                                         claim=rt.claim.token if rt.claim else None)
+            try:
+                with _active(f"{tool.owner.name} (tool {tool.name})" if tool.owner else f"tool {tool.name}"):
+                    result = await tool.func(call.arguments or {}, ctx.bound(tool.owner))
+            except (Fatal, Suspend, RunError):
+                raise
+            except WorkbenchError as e:
+                return ToolOutcome.error(f"Error: {e}")
+            except Exception as e:  # a tool's bug is the model's error message, not a crash (M5)
+                log.exception("tool %s failed", tool.name)
+                return ToolOutcome.error(f"Error: {tool.name} failed: {type(e).__name__}: {e}")
+            return ToolOutcome.ok(result) if isinstance(result, str) else result
+
+        call = innermost
+        for mw in reversed(self.agent._tool_wrappers):
+            call = _bind_tool(mw, call)
+        return call
+
+    def _journal(self, rt: _Runtime, call: ToolCall, outcome: ToolOutcome) -> None:
+        """R9: a finished call's result, the state its writes left and the events so far, stored now."""
+        events = list(rt.unsaved_events)
+        self.store.journal_finish(rt.thread_id, rt.run_id, rt.step, call.id, outcome.status, outcome.content,
+                                  rt.state, events=events, claim=rt.claim.token if rt.claim else None)
+        del rt.unsaved_events[:len(events)]
+
+    def _replay_journal(self, rt: _Runtime, completed: dict[str, ToolOutcome], *, unknown: str | None,
+                        run_id: str | None = None, step: int | None = None) -> None:
+        """R9: the calls of the step in flight that finished before the run ended keep their results
+        and the state they left; with ``unknown``, a call that changes things outside and started but
+        never finished gets that as an error result (it may have had its effect: never run twice)."""
+        last: dict[str, Any] | None = None
+        for entry in self.store.journal(rt.thread_id, run_id or rt.run_id, rt.step if step is None else step):
+            if entry.status == "started":
+                if unknown is not None and entry.call_id not in completed:
+                    completed[entry.call_id] = ToolOutcome("error", unknown)
+                continue
+            completed[entry.call_id] = ToolOutcome(entry.status, entry.content)  # type: ignore[arg-type]
+            last = entry.state
+        if last is not None:
+            for key, value in last.items():
+                rt.state[key] = freeze(value, key)
+
+    def _settle_calls(self, rt: _Runtime, status: str, why: str, pending: Mapping[str, Any] | None = None,
+                      emit: bool = True) -> None:
+        """Give every call of the last assistant message a result, so the history stays valid.
+
+        A provider rejects a history where an assistant's tool calls are not each followed by a tool
+        result. A run that ends between the two (stopped, cancelled, aborted, failed after a resume)
+        keeps the results of the calls that ran and says the others did not finish.
+        """
+        messages = rt.state[MESSAGES]
+        last = next((i for i in range(len(messages) - 1, -1, -1) if messages[i].get("role") == "assistant"), None)
+        if last is None or not messages[last].get("tool_calls"):
+            return
+        answered = {m.get("tool_call_id") for m in messages[last + 1:] if m.get("role") == "tool"}
+        known = dict(rt.outcomes or {})
+        for cid, o in ((pending or {}).get("completed") or {}).items():
+            known.setdefault(cid, ToolOutcome(o["status"], o["content"]))
+        for raw in messages[last]["tool_calls"]:
+            call = ToolCall.from_dict(raw)
+            if call.id in answered:
+                continue
+            outcome = known.get(call.id)
+            if outcome is None:
+                outcome = ToolOutcome(status, f"Not finished: {why}.")  # type: ignore[arg-type]
+                if emit:
+                    self._finish_tool(rt, call, outcome)
+            rt.append(Message.tool(call, outcome.content, status=outcome.status))
+        rt.outcomes = None
+
+
+class _Held(Suspend):
+    """A call that would run while an earlier call on its lock waits for the user (R4): it waits too."""
+
+    def __init__(self) -> None:
+        super().__init__(Question(id="", kind="held", payload={}))
+
+
+def _bind_tool(mw: AgentMiddleware, call_next: Any) -> Any:
+    async def call(tool_call: ToolCall, ctx: ToolContext) -> Any:
+        with _active(mw.name):
+            return await mw.wrap_tool_call(tool_call, ctx.bound(mw), call_next)
+
+    return call
+
+
+
+def _unique_ids(calls: tuple[ToolCall, ...]) -> tuple[ToolCall, ...]:
+    """The calls with unique, non-empty ids (R10): a repeated id gets a suffix, so every call gets its
+    own result (and journal entry). Suffixes use [A-Za-z0-9_-], which every provider accepts."""
+    seen: set[str] = set()
+    out: list[ToolCall] = []
+    changed = False
+    for i, call in enumerate(calls):
+        cid = call.id or f"call_{i}"
+        if cid in seen:
+            n = 2
+            while f"{cid}_{n}" in seen:
+                n += 1
+            cid = f"{cid}_{n}"
+        seen.add(cid)
+        if cid != call.id:
+            changed = True
+            call = ToolCall(cid, call.name, call.arguments, call.raw_arguments)
+        out.append(call)
+    return tuple(out) if changed else calls
+
+
+def _signature(call: ToolCall) -> str:
+    return call.name + ":" + json.dumps(call.arguments, sort_keys=True)
