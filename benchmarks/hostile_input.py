@@ -228,8 +228,24 @@ async def _scratch_session(ws: Path, content: str, steps: int) -> int:
     return _store_bytes(ws) - before
 
 
+def _prose(size: int) -> str:
+    """``size`` characters of seeded pseudo-prose: compresses like real text (a run of one letter
+    would compress to nothing and flatter the store)."""
+    import random
+
+    rng = random.Random(8)
+    words = ["".join(rng.choice("abcdefghijklmnopqrstuvwxyz") for _ in range(rng.randint(2, 9))) for _ in range(4000)]
+    out: list[str] = []
+    n = 0
+    while n < size:
+        line = " ".join(rng.choice(words) for _ in range(12)) + "\n"
+        out.append(line)
+        n += len(line)
+    return "".join(out)[:size]
+
+
 async def bench_store(root: Path, steps: int = 20) -> dict[str, Any]:
-    big = await _scratch_session(_workspace(root, "store-big"), "x" * (2 * MB - 1) + "\n", steps)
+    big = await _scratch_session(_workspace(root, "store-big"), _prose(2 * MB), steps)
     small = await _scratch_session(_workspace(root, "store-small"), "x\n", steps)
     return {"steps": steps, "growth_mb": big / MB, "control_growth_mb": small / MB, "extra_mb": (big - small) / MB}
 

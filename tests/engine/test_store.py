@@ -77,3 +77,25 @@ def test_a_checkpoint_can_be_read_without_its_history(tmp_path):
     light = store.latest_checkpoint(t, messages=False)
     assert light.state == {"todos": [1]}
     assert store.latest_checkpoint(t).state["messages"] == [{"role": "user", "content": "hi"}]
+
+
+def test_F3_big_messages_and_state_values_are_stored_compressed_and_read_back_whole(tmp_path):
+    import random
+
+    rng = random.Random(3)
+    words = ["".join(rng.choice("abcdefghij") for _ in range(rng.randint(2, 8))) for _ in range(2000)]
+    text = " ".join(rng.choice(words) for _ in range(200_000)) + " é ✓ 😀"  # ~1 MB of prose, non-ASCII too
+    store = Store.for_workspace(tmp_path)
+    t = store.create_thread()
+    small = {"role": "user", "content": "hi"}
+    state = {"messages": [small, {"role": "tool", "content": text, "tool_call_id": "c1"}],
+             "files": {"/big.txt": text}}
+    store.save_checkpoint(t, "r1", 1, "done", state, {})
+    cp = store.latest_checkpoint(t)
+    assert cp.state["messages"][1]["content"] == text and cp.state["files"]["/big.txt"] == text
+    assert cp.state["messages"][0] == small
+    db = sqlite3.connect(store.path)
+    sizes = [n for (n,) in db.execute("SELECT length(message) FROM messages")]
+    sizes += [n for (n,) in db.execute("SELECT length(value) FROM state_values")]
+    assert max(sizes) < len(text) / 2, sizes  # stored compressed, both kinds
+    assert db.execute("SELECT typeof(message) FROM messages WHERE idx=0").fetchone()[0] == "text"  # small stays text

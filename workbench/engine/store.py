@@ -18,6 +18,7 @@ import sqlite3
 import threading
 import time
 import uuid
+import zlib
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -287,7 +288,8 @@ class Store:
                 raise StoreError(f"thread {thread_id} in {self.path}: a checkpoint would drop committed messages "
                                  f"({len(messages)} < {known}); messages are append-only")
             self._insert(db, "messages", thread_id,
-                         [(thread_id, i, json.dumps(messages[i], ensure_ascii=False)) for i in range(known, len(messages))])
+                         [(thread_id, i, _pack(json.dumps(messages[i], ensure_ascii=False)))
+                          for i in range(known, len(messages))])
             self._insert_values(db, thread_id, {k: v for k, v in values.items()
                                                 if cache is None or cache.hashes.get(k) != v[0]})
             self._insert_events(db, events, check=True, last=cache.last_event if cache is not None else None)
@@ -352,7 +354,7 @@ class Store:
                 rows = self._db.execute(
                     "SELECT message FROM messages WHERE thread_id=? AND idx<? ORDER BY idx", (thread_id, count)
                 ).fetchall()
-                state[MESSAGES_KEY] = [json.loads(r[0]) for r in rows]
+                state[MESSAGES_KEY] = [json.loads(_unpack(r[0])) for r in rows]
             except (json.JSONDecodeError, ValueError) as e:
                 raise StoreError(f"checkpoint {row[1]} of thread {thread_id} in {self.path} is corrupt: {e}") from None
         if len(state[MESSAGES_KEY]) != count:
@@ -465,7 +467,7 @@ class Store:
     def _insert_values(db: sqlite3.Connection, thread_id: str, values: Mapping[str, tuple[str, str]]) -> None:
         db.executemany(
             "INSERT OR IGNORE INTO state_values(thread_id, hash, value) VALUES (?,?,?)",
-            [(thread_id, h, text) for h, text in values.values()],
+            [(thread_id, h, _pack(text)) for h, text in values.values()],
         )
 
     def _load_values(self, thread_id: str, refs: Mapping[str, str], what: str) -> dict[str, Any]:
@@ -482,7 +484,7 @@ class Store:
         missing = [k for k, h in refs.items() if h not in found]
         if missing:
             raise StoreError(f"{what} of thread {thread_id} in {self.path} is missing state values: {', '.join(missing)}")
-        return {k: json.loads(found[h]) for k, h in refs.items()}
+        return {k: json.loads(_unpack(found[h])) for k, h in refs.items()}
 
     @staticmethod
     def _collect_values(db: sqlite3.Connection, thread_id: str) -> None:
@@ -613,6 +615,21 @@ class Store:
             ).fetchall()
         out = [Event.from_row(r[0], r[1], r[2], r[3], json.loads(r[4]), r[5], r[6]) for r in rows]
         return [e for e in out if types is None or e.type in types]
+
+
+PACK_OVER = 32 * 1024
+"""Message and state-value JSON longer than this is stored zlib-compressed (a BLOB): a big file read or
+written by a tool stays a fraction of its size in the store, and small rows (nearly all) stay text."""
+
+
+def _pack(text: str) -> str | bytes:
+    if len(text) <= PACK_OVER:
+        return text
+    return zlib.compress(text.encode("utf-8", "surrogatepass"), 1)  # level 1: ~100+ MB/s, most of the gain
+
+
+def _unpack(value: str | bytes) -> str:
+    return zlib.decompress(value).decode("utf-8", "surrogatepass") if isinstance(value, bytes) else value
 
 
 def _state_values(state: Mapping[str, Any]) -> dict[str, tuple[str, str]]:
