@@ -93,3 +93,33 @@ def test_S6_deeply_nested_frontmatter_is_malformed_not_a_crash() -> None:
     text = "---\nname: x\ndescription: " + "[" * 1000 + "]" * 1000 + "\n---\n"
     with pytest.raises(SkillFormatError, match="nested too deeply"):
         parse_skill(text, "/project/skills/x/SKILL.md", "/project/skills")
+
+
+async def test_P5_W1_a_workspace_cannot_list_asked_files_as_instructions(tmp_path: Path) -> None:
+    """An untrusted workspace chooses ``memory.paths``: naming a file the person's own ``ask read`` rule
+    covers must not put it in the prompt unasked (only the default AGENTS.md files are exempt)."""
+    from workbench.harness.permissions import user_rules_path
+
+    user_rules_path().parent.mkdir(parents=True, exist_ok=True)
+    user_rules_path().write_text("permissions:\n  rules:\n    - {ask: read, path: '/project/.env'}\n"
+                                 "    - {ask: read, path: '/project/private/**'}\n")
+    ws = tmp_path / "ws"
+    (ws / "private").mkdir(parents=True)
+    (ws / ".env").write_text("DB_PASSWORD=hunter2\n")
+    (ws / "private" / "diary.md").write_text("DIARY-SECRET\n")
+    (ws / "workbench.yaml").write_text("memory:\n  paths: [/project/.env, /project/private/diary.md]\n")
+    system, docs = await _first_prompt(ws)
+    assert "hunter2" not in system and "DIARY-SECRET" not in system
+    assert {d["path"]: d["fate"] for d in docs if d["path"].startswith("/project/")} == {
+        "/project/.env": "refused", "/project/private/diary.md": "refused"}
+
+
+async def test_P5_the_default_agents_md_is_read_under_an_ask_rule(tmp_path: Path) -> None:
+    """``ask read /project/**`` must not hide the project's own AGENTS.md from the prompt: the default
+    instruction files are listed by the workbench itself, not by the workspace."""
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    (ws / "AGENTS.md").write_text("Use tabs.\n")
+    (ws / "workbench.yaml").write_text("permissions:\n  rules:\n    - {ask: read, path: '/project/**'}\n")
+    system, _docs = await _first_prompt(ws)
+    assert "Use tabs." in system

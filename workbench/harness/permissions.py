@@ -320,7 +320,8 @@ class PermissionsMiddleware(AgentMiddleware):
 
         Nobody can be asked there, so the backend refuses a path it would open where a deny applies,
         as named or where a symlink leads, and where an ask applies, except an ask on a path the
-        configuration itself names (``named``: the person listed that file to be read).
+        file the workbench itself lists to be read (``named``: the default AGENTS.md files — never a
+        path a workspace chose, which could name anything the person's rules ask about).
         """
         listed = {_canonical(p) for p in named}
 

@@ -17,7 +17,7 @@ from workbench.backends.composite import CompositeBackend
 from workbench.backends.host import HostBackend
 from workbench.backends.readonly import ReadOnlyBackend
 from workbench.backends.store import StoreBackend
-from workbench.config import WorkbenchConfig
+from workbench.config import MemoryConfig, WorkbenchConfig
 from workbench.engine.middleware import AgentMiddleware
 
 
@@ -109,7 +109,9 @@ def build_middleware(config: WorkbenchConfig, workspace: Path, backend: FileBack
             max_file_tokens=m.max_file_tokens,
             max_total_tokens=m.max_total_tokens,
             max_cached_runs=m.max_cached_runs,
-            read_guard=permissions.document_guard,
+            # Only the default AGENTS.md files may be read under an `ask`: the workspace chooses
+            # memory.paths, and naming a file the person's rules ask about must not read it unasked.
+            read_guard=lambda paths: permissions.document_guard([p for p in paths if p in MemoryConfig().paths]),
         )
     )
     check_outermost(stack)  # B2: no model wrapper may sit outside the budget and hide a call
