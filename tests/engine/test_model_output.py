@@ -166,3 +166,15 @@ async def test_R10_retry_and_failure_logs_carry_no_key(tmp_path, stub_server, ca
     assert result.status == "failed" and SECRET not in result.error
     logged = "\n".join(r.getMessage() + str(r.exc_info or "") for r in caplog.records)
     assert "retry 1" in logged and SECRET not in logged
+
+
+def test_R10_the_verbose_traceback_is_printed_scrubbed(capsys):
+    from workbench.cli import _report
+    from workbench.errors import ModelError
+
+    try:
+        raise ModelError(f"openai refused the request (400): Incorrect API key provided: {SECRET}")
+    except ModelError as e:
+        code = _report(e, verbose=True)
+    err = capsys.readouterr().err
+    assert code == 1 and "Traceback" in err and SECRET not in err and "[redacted]" in err

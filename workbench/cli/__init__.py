@@ -220,7 +220,9 @@ def _report(e: BaseException, *, verbose: bool) -> int:
     if verbose:
         import traceback
 
-        traceback.print_exception(e, file=sys.stderr)
+        from workbench.redact import scrub  # R10: a traceback quotes messages that may echo a key
+
+        sys.stderr.write(scrub("".join(traceback.format_exception(e))))
     if isinstance(e, (UsageError, ConfigError, BuildError)):
         _err(f"workbench: {e}")
         return EXIT_USAGE
