@@ -136,7 +136,10 @@ def requests(config: WorkbenchConfig, workspace: Path | str) -> list[TrustReques
         except (OSError, RuntimeError, ValueError):
             where = str(mount.host)
         access = "read" if mount.readonly else "read and write"
-        out.append(TrustRequest(f"mounts.{point}", f"{mount.host}{' (readonly)' if mount.readonly else ''}",
+        # The value (shown, and hashed) names the folder the mount leads to now, not only its spelling:
+        # re-pointing a symlink (or HOME) to another folder changes the hash and asks again.
+        shown = str(mount.host) if where == str(mount.host) else f"{mount.host} -> {where}"
+        out.append(TrustRequest(f"mounts.{point}", f"{shown}{' (readonly)' if mount.readonly else ''}",
                                 f"let the agent {access} {where} (outside the workspace) as {point}"))
     for name, server in _mcp_commands(config).items():
         command = server.get("command") if isinstance(server, dict) else getattr(server, "command", None)
