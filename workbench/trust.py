@@ -19,6 +19,7 @@ import hashlib
 import json
 import logging
 import os
+import re
 import stat
 import time
 from dataclasses import dataclass
@@ -27,6 +28,7 @@ from typing import Any
 
 from workbench.config import (
     PermissionRule,
+    SummarizeConfig,
     WorkbenchConfig,
     default_mounts,
     default_permission_rules,
@@ -115,10 +117,50 @@ def _mcp_commands(config: WorkbenchConfig) -> dict[str, Any]:
     return out
 
 
+#: One ``/``-separated part of a model string that is a host and port (``10.0.0.7:11434``,
+#: ``localhost:8000``, ``llm.example.com:8443``, ``[::1]:8000``). A dotted name must end in a letter
+#: label, so a model tag such as ``llama3.1:70b`` or ``phi3:3.8b`` is not taken for a host.
+_HOST_PORT = re.compile(
+    r"(?:\[[0-9A-Fa-f:.]+\]|localhost|\d{1,3}(?:\.\d{1,3}){3}|(?:[A-Za-z0-9-]+\.)+[A-Za-z][A-Za-z0-9-]*)"
+    r":\d{1,5}", re.IGNORECASE)
+#: A URL (``http://h``, ``HTTPS://h``) or a scheme-less ``//h`` anywhere in a model string.
+_URL = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://\S*|//\S*")
+
+
+def model_endpoint(model: str | None) -> str | None:
+    """The endpoint a model string names itself, or None for a plain provider model (W2).
+
+    litellm posts to a URL written in the model for some providers (``oobabooga/http://HOST``,
+    ``huggingface/https://…``), so such a model is an ``api_base`` in disguise. Any ``://`` or ``//``,
+    or a part that is a host:port, counts — whatever the provider, so a new provider is covered too.
+    """
+    if not model:
+        return None
+    text = model.strip()
+    url = _URL.search(text)
+    if url:
+        return url.group(0)
+    for part in text.split("/"):
+        if _HOST_PORT.fullmatch(part):
+            return part
+    return None
+
+
+def _model_request(key: str, model: str | None, whose: str) -> TrustRequest | None:
+    """A request for a model string that names its own endpoint (``whose``: "your", "the sub-agent X's")."""
+    where = model_endpoint(model)
+    if where is None or model is None:
+        return None
+    return TrustRequest(key, model, f"send {whose} prompts (and your API key for its provider) to {where}")
+
+
 def requests(config: WorkbenchConfig, workspace: Path | str) -> list[TrustRequest]:
     """Every setting in ``config`` that needs the person's trust (W1), in file order of sections."""
     ws = Path(workspace).expanduser().resolve()
     out: list[TrustRequest] = []
+    top = _model_request("model", config.model, "your")
+    if top:
+        out.append(top)
     if config.api_base:
         out.append(TrustRequest("api_base", config.api_base,
                                 f"send your prompts and your API key to {config.api_base}"))
@@ -148,9 +190,14 @@ def requests(config: WorkbenchConfig, workspace: Path | str) -> list[TrustReques
         out.append(TrustRequest(f"mcp_servers.{name}", line, f"run the command `{line}` on this computer"))
     for i, agent in enumerate(config.subagents.agents):
         if agent.model:
-            out.append(TrustRequest(f"subagents.agents[{i}].model", agent.model,
-                                    f"let the sub-agent {agent.name} use the model {agent.model} "
-                                    f"(with your key for its provider)"))
+            key = f"subagents.agents[{i}].model"
+            out.append(_model_request(key, agent.model, f"the sub-agent {agent.name}'s") or TrustRequest(
+                key, agent.model, f"let the sub-agent {agent.name} use the model {agent.model} "
+                                  f"(with your key for its provider)"))
+    summarize = _model_request("compression.summarize.model", config.compression.summarize.model,
+                               "the summaries' (your conversation's)")
+    if summarize:
+        out.append(summarize)
     return out
 
 
@@ -165,6 +212,11 @@ def safe_config(config: WorkbenchConfig, workspace: Path | str) -> WorkbenchConf
     workspace runs with (W1)."""
     ws = Path(workspace).expanduser().resolve()
     changes: dict[str, Any] = {}
+    if model_endpoint(config.model):
+        changes["model"] = WorkbenchConfig.model  # the default model (the person's --model / Settings win)
+    if model_endpoint(config.compression.summarize.model):
+        summarize = dataclasses.replace(config.compression.summarize, model=SummarizeConfig.model)
+        changes["compression"] = dataclasses.replace(config.compression, summarize=summarize)
     if config.api_base:
         changes["api_base"] = None
     perms = config.permissions
