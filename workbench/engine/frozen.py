@@ -42,6 +42,10 @@ class FrozenDict(dict):  # type: ignore[type-arg]
     def _no(self, *args: Any, **kwargs: Any) -> NoReturn:
         _refuse(self)
 
+    # __init__ too: dict.__init__ on a built value updates it in place; freeze() builds through
+    # __new__ + dict.update, so no Python-level __init__ runs on the hot path. __setattr__ and
+    # __delattr__ guard _key and __class__ (no turning a frozen value back into a plain one).
+    __init__ = __setattr__ = __delattr__ = _no  # type: ignore[assignment]
     __setitem__ = __delitem__ = clear = pop = popitem = setdefault = update = __ior__ = _no  # type: ignore[assignment]
 
     def __copy__(self) -> dict[Any, Any]:
@@ -62,6 +66,7 @@ class FrozenList(list):  # type: ignore[type-arg]
     def _no(self, *args: Any, **kwargs: Any) -> NoReturn:
         _refuse(self)
 
+    __init__ = __setattr__ = __delattr__ = _no  # type: ignore[assignment]  # as FrozenDict's
     __setitem__ = __delitem__ = append = extend = insert = remove = pop = clear = sort = reverse = _no  # type: ignore[assignment]
     __iadd__ = __imul__ = _no  # type: ignore[assignment]
 
@@ -77,6 +82,11 @@ class FrozenList(list):  # type: ignore[type-arg]
 
 _SCALARS = (str, int, float, bool, type(None))
 
+# How freeze() builds a frozen value without the refused __init__ / __setattr__: the base types' own
+# constructors and fillers, and the _key slot's descriptor.
+_new_dict, _fill_dict, _set_dict_key = dict.__new__, dict.update, FrozenDict.__dict__["_key"].__set__
+_new_list, _fill_list, _set_list_key = list.__new__, list.extend, FrozenList.__dict__["_key"].__set__
+
 
 def freeze(value: Any, key: str) -> Any:
     """``value`` with every dict/list/tuple inside made read-only; frozen parts are reused as they are."""
@@ -84,12 +94,14 @@ def freeze(value: Any, key: str) -> Any:
     if t is FrozenDict or t is FrozenList or t in _SCALARS:
         return value
     if isinstance(value, dict):
-        d = FrozenDict({k: freeze(v, key) for k, v in value.items()})
-        d._key = key
+        d = _new_dict(FrozenDict)
+        _fill_dict(d, {k: freeze(v, key) for k, v in value.items()})
+        _set_dict_key(d, key)
         return d
     if isinstance(value, (list, tuple)):
-        items = FrozenList([freeze(v, key) for v in value])
-        items._key = key
+        items = _new_list(FrozenList)
+        _fill_list(items, [freeze(v, key) for v in value])
+        _set_list_key(items, key)
         return items
     return value  # other objects: not JSON state; the checkpoint will say so
 

@@ -73,6 +73,18 @@ class RunResult:
     run_id: str = ""
 
 
+class Invocation:
+    """An opaque token for one run/resume/recover invocation (what ``ctx.invocation`` returns).
+
+    Caches key on it (I2: a resumed run gets a new one); it has no attributes, so it is no route to
+    the runtime's state (M3). Weak-referenceable: a cache entry may die with its invocation."""
+
+    __slots__ = ("__weakref__",)
+
+    def __repr__(self) -> str:
+        return f"<invocation {id(self):#x}>"
+
+
 class HookContext:
     """What a hook sees: the run's ids, the committed state, the backend, events, writes and asks."""
 
@@ -106,9 +118,10 @@ class HookContext:
         return self._rt.usage_view()
 
     @property
-    def invocation(self) -> object:
-        """Identifies this run/resume/recover invocation: a resumed run gets a new one (I2 re-reads)."""
-        return self._rt
+    def invocation(self) -> Invocation:
+        """Identifies this run/resume/recover invocation: a resumed run gets a new one (I2 re-reads).
+        An opaque token, never the runtime itself (M3: it would hand out ``write_state``)."""
+        return self._rt.invocation
 
     def context_for(self, kind: type) -> HookContext | None:
         """A context owned by the stack's middleware of ``kind`` (helpers write on its behalf), or None."""
@@ -216,6 +229,7 @@ __all__ = [
     "CallTool",
     "Fatal",
     "HookContext",
+    "Invocation",
     "NeedsApproval",
     "Question",
     "RunResult",

@@ -18,7 +18,7 @@ from workbench.engine.events import ENVELOPE, Event
 from workbench.engine.frozen import ACTIVE_HOOK, freeze
 from workbench.engine.frozen import append as frozen_append
 from workbench.engine.messages import Message
-from workbench.engine.middleware import Question, Suspend
+from workbench.engine.middleware import Invocation, Question, Suspend
 from workbench.engine.store import Claim
 from workbench.engine.tools import ToolOutcome
 from workbench.engine.usage import Usage
@@ -58,6 +58,7 @@ class _Runtime:
         self.outcomes: dict[str, ToolOutcome] | None = None  # finished calls of the message in flight
         self._view: tuple[dict[str, Any], Mapping[str, Any]] | None = None
         self.claim: Claim | None = engine._held.get(thread_id)  # R7: every write checks it is still ours
+        self.invocation = Invocation()  # what hooks see of this runtime as a cache key (M3, I2)
 
     @property
     def backend(self) -> Any:

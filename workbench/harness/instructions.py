@@ -2,8 +2,9 @@
 
 The files are read through the agent's backend on a run's first model call and kept for that run
 (I2). The cache belongs to a *runtime* (one ``run``, ``resume`` or ``recover`` invocation): an entry
-is keyed by run id and remembers, by weak reference, the engine runtime that filled it, so a
-resumed or recovered run — same run id, new runtime — reads the files again. ``on_run_end`` drops
+is keyed by run id and remembers, by weak reference, the invocation that filled it (``ctx.invocation``,
+an opaque token the runtime holds for its lifetime), so a resumed or recovered run — same run id, new
+runtime, new token — reads the files again. ``on_run_end`` drops
 the entry for any status; the engine does not call it on interrupt, which the runtime check covers.
 
 Placement: the engine puts every cacheable section before the others, in stack order. The stack
@@ -43,7 +44,9 @@ T = TypeVar("T")
 
 
 def _runtime_of(ctx: Any) -> Any:
-    """The engine runtime behind a hook context (one per run/resume/recover invocation)."""
+    """The token of the invocation behind a hook context (one per run/resume/recover; it lives as long
+    as the engine's runtime, so a weak reference to it dies with the runtime). A test double without
+    ``invocation`` is its own key."""
     return getattr(ctx, "invocation", ctx)
 
 
