@@ -9,9 +9,12 @@ from __future__ import annotations
 
 import asyncio
 import os
+import signal
+import socket
 import sqlite3
 import subprocess
 import sys
+import time
 
 import pytest
 
@@ -21,7 +24,8 @@ from workbench.engine.events import Event
 from workbench.engine.messages import Message
 from workbench.engine.middleware import AgentMiddleware, NeedsApproval
 from workbench.engine.models.scripted import ScriptedModel, reply, tool_reply
-from workbench.engine.store import RunRecord, Store
+from workbench.engine import store as store_module
+from workbench.engine.store import STALE_AFTER, Claim, RunRecord, Store
 from workbench.engine.tools import Tool, schema
 from workbench.engine.usage import Usage
 from workbench.errors import RunError, StoreError, ThreadBusyError
@@ -38,8 +42,11 @@ def make(tmp_path, model, tools=(), middleware=(), store: Store | None = None) -
 
 
 def mark_claim_dead(store: Store, thread: str) -> None:
+    """A claim whose holder is gone: a process on another host that stopped refreshing it (on this
+    host the pid decides, and the test's own pid is alive)."""
     with store.transaction() as db:
-        assert db.execute("UPDATE claims SET heartbeat=0 WHERE thread_id=?", (thread,)).rowcount == 1
+        assert db.execute("UPDATE claims SET host='gone.invalid', heartbeat=0 WHERE thread_id=?",
+                          (thread,)).rowcount == 1
 
 
 class Gate(ScriptedModel):
@@ -135,6 +142,86 @@ async def test_R7_recover_takes_over_a_dead_process_claim_and_the_old_run_can_no
     messages = new.store.latest_checkpoint("t").state["messages"]
     assert [m["content"] for m in messages] == ["go", "recovered"]
     assert [e.type for e in new.store.events("t")].count("run_finished") == 1
+
+
+# -- R7: on this host the pid decides, not the heartbeat (issue 8) ----------------------------------------
+def test_R7_a_live_pid_on_this_host_is_alive_however_old_its_heartbeat():
+    """A Ctrl-Z'd run, a sleeping laptop, a GIL-frozen run: the heartbeat stops, the process lives on."""
+    now = time.time()
+    here = socket.gethostname()
+    assert Claim("t", "tok", os.getpid(), here, now, now - STALE_AFTER - 1).alive
+    assert Claim("t", "tok", os.getpid(), here, now, 0.0).alive
+    # another host's claim: only its heartbeat can tell
+    assert not Claim("t", "tok", os.getpid(), "elsewhere.invalid", now, now - STALE_AFTER - 1).alive
+    assert Claim("t", "tok", os.getpid(), "elsewhere.invalid", now, now - 1).alive
+
+
+def test_R7_a_dead_pid_on_this_host_is_dead_at_once_however_fresh_its_heartbeat():
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+    now = time.time()
+    assert not Claim("t", "tok", int(dead.stdout), socket.gethostname(), now, now).alive
+
+
+@pytest.mark.skipif(not os.path.exists("/proc/self/stat"), reason="process start times are read from /proc")
+def test_R7_a_pid_reused_by_a_process_started_after_the_claim_is_dead():
+    """The pid is alive, but its process started after the claim was made: not the holder."""
+    now = time.time()
+    long_ago = now - 30 * 86400  # before this test process started
+    assert not Claim("t", "tok", os.getpid(), socket.gethostname(), long_ago, now).alive
+
+
+HANG = """
+import asyncio, sys
+from workbench.engine.agent import Agent, Engine
+from workbench.engine.models.scripted import ScriptedModel
+from workbench.engine.store import Store
+
+class Hang(ScriptedModel):
+    async def stream(self, request):
+        print("waiting", flush=True)
+        await asyncio.Event().wait()
+        yield None
+
+engine = Engine(Agent(Hang([]), instructions="B"), Store.for_workspace(sys.argv[1]))
+asyncio.run(engine.run("t", "go"))
+"""
+
+
+@pytest.mark.skipif(not hasattr(signal, "SIGSTOP"), reason="needs SIGSTOP")
+async def test_R7_a_stopped_process_is_not_taken_over_and_a_killed_one_is_at_once(tmp_path, monkeypatch):
+    """A real run stopped with SIGSTOP for longer than the stale limit keeps its thread (run, resume and
+    recover are refused, it reads as running); once it is killed, recover takes the thread at once."""
+    monkeypatch.setattr(store_module, "STALE_AFTER", 0.3)
+    env = dict(os.environ, PYTHONPATH=os.getcwd() + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    proc = subprocess.Popen([sys.executable, "-c", HANG, str(tmp_path)], stdout=subprocess.PIPE, text=True, env=env)
+    try:
+        assert proc.stdout is not None and proc.stdout.readline().strip() == "waiting"
+        proc.send_signal(signal.SIGSTOP)
+        await asyncio.sleep(1.0)  # no heartbeat for over three times the stale limit
+        store = Store.for_workspace(tmp_path)
+        held = store.holder("t")
+        assert held is not None and held.pid == proc.pid and time.time() - held.heartbeat > store_module.STALE_AFTER
+        assert store.thread("t").status == "running"
+        model = ScriptedModel([reply("x"), reply("y")])
+        other = make(tmp_path, model, store=store)
+        with pytest.raises(ThreadBusyError, match=rf"process {proc.pid} "):
+            await other.run("t", "two")
+        with pytest.raises(ThreadBusyError, match=rf"process {proc.pid} "):
+            await other.resume("t", {})
+        with pytest.raises(ThreadBusyError, match=rf"process {proc.pid} "):
+            await other.recover("t")
+        assert model.calls == 0
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(10)
+        monkeypatch.setattr(store_module, "STALE_AFTER", 3600.0)  # a dead pid needs no stale heartbeat
+        assert store.holder("t") is None and store.thread("t").status == "failed"
+        result = await other.recover("t")
+        assert result.status == "done" and result.answer == "x"
+    finally:
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGCONT)
+            proc.kill()
+            proc.wait(10)
 
 
 def test_R7_events_and_messages_are_never_overwritten(tmp_path):

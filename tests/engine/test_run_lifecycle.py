@@ -58,7 +58,8 @@ def assert_valid_history(messages: Sequence[Message | dict[str, Any]]) -> None:
 def mark_claim_dead(store: Store, thread: str) -> None:
     """Make a run's claim read as a dead process's (R7): what a kill -9 leaves behind."""
     with store.transaction() as db:
-        assert db.execute("UPDATE claims SET heartbeat=0 WHERE thread_id=?", (thread,)).rowcount == 1
+        assert db.execute("UPDATE claims SET host='gone.invalid', heartbeat=0 WHERE thread_id=?",
+                          (thread,)).rowcount == 1  # on this host the pid decides (R7); ours is alive
 
 
 def committed(engine: Engine, thread: str = "t") -> list[Message]:

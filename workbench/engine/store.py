@@ -35,8 +35,8 @@ MESSAGES_KEY = "messages"
 COUNT_KEY = "__message_count"
 REFS_KEY = "__refs"  # a checkpoint's non-message state: {key: content hash} into state_values (F3)
 
-#: R7: a live run refreshes its claim this often (seconds); a claim not refreshed for STALE_AFTER is
-#: taken to be a dead process's (a claim on this host whose pid is gone is dead at once).
+#: R7: a live run refreshes its claim this often (seconds); another host's claim not refreshed for
+#: STALE_AFTER is taken to be a dead process's. On this host the pid decides (Claim.alive).
 HEARTBEAT_EVERY = 10.0
 STALE_AFTER = 60.0
 
@@ -118,12 +118,12 @@ class Claim:
 
     @property
     def alive(self) -> bool:
-        """False when the holder is gone: its pid is dead on this host, or it stopped refreshing."""
-        if time.time() - self.heartbeat > STALE_AFTER:
-            return False
+        """False when the holder is gone. On this host the pid decides: a stopped (Ctrl-Z), sleeping or
+        GIL-frozen run stops refreshing its heartbeat but is alive; a dead pid, or one reused by a process
+        started after the claim, is gone at once. Only another host's claim goes by its heartbeat."""
         if self.host == socket.gethostname():
-            return _pid_alive(self.pid)
-        return True
+            return _pid_alive(self.pid) and not _started_after(self.pid, self.since)
+        return time.time() - self.heartbeat <= STALE_AFTER
 
     def describe(self) -> str:
         since = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(self.since))
@@ -503,7 +503,8 @@ class Store:
         """Claim a thread for a run, or raise ``ThreadBusyError`` naming the live holder.
 
         A conditional update inside an immediate transaction: the row is taken only when free or when
-        its holder is gone (a dead pid on this host, or no heartbeat for ``STALE_AFTER`` seconds).
+        its holder is gone (a dead pid on this host, or another host's claim with no heartbeat for
+        ``STALE_AFTER`` seconds).
         """
         now = time.time()
         mine = Claim(thread_id, uuid.uuid4().hex, os.getpid(), socket.gethostname(), now, now)
@@ -652,6 +653,29 @@ def _pid_alive(pid: int) -> bool:
     except (PermissionError, OSError):
         return True  # it exists (another user's) or we cannot tell: assume alive
     return True
+
+
+#: R7: how much later than its claim a process may seem to have started and still be the holder: the
+#: start time read from /proc is whole-second coarse and moves with wall-clock steps.
+PID_REUSE_SLACK = 10.0
+
+
+def _started_after(pid: int, when: float) -> bool:
+    """True when the process now holding ``pid`` is a zombie or started after ``when`` (so the pid was
+    reused: it cannot be the process that claimed at ``when``). Linux only (/proc); False elsewhere or
+    when unreadable (the pid alone then decides)."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            stat = f.read()
+        with open("/proc/stat", "rb") as f:
+            btime = next(int(line.split()[1]) for line in f if line.startswith(b"btime "))
+        fields = stat[stat.rindex(b")") + 2:].split()  # after "pid (comm) ": field 3 (state) onwards
+        if fields[0] == b"Z":
+            return True  # exited, not reaped yet: not running any more
+        started = btime + int(fields[19]) / os.sysconf("SC_CLK_TCK")  # field 22: start time, in ticks after boot
+    except (OSError, ValueError, IndexError, StopIteration):
+        return False
+    return started > when + PID_REUSE_SLACK
 
 
 def _stored_count(state_json: str) -> int:
