@@ -74,13 +74,16 @@ class Session:
         threaded_model: bool = False,
         store: Store | None = None,
         default_permission: str | None = None,
-        trust: bool | None = None,
+        trust: bool | str | None = None,
     ) -> Session:
         """Load ``workbench.yaml`` (ConfigError names file, key and line), build the agent, open the store.
 
         ``trust`` (W1) decides whether the workspace's widening settings (``workbench.trust.requests``)
         count: True uses them, False leaves them out, None asks the per-user trust record (or
-        ``WORKBENCH_TRUST=1``). Left out, they are listed in ``session.ignored`` and ``session.notices``.
+        ``WORKBENCH_TRUST=1``). A str is the ``trust.settings_hash`` of the requests the person was
+        shown and trusted: they count only while the file still asks for exactly those (a file changed
+        since is opened untrusted, with a notice saying so). Left out, they are listed in
+        ``session.ignored`` and ``session.notices``.
         A ``config`` passed in is the caller's own and is trusted unless ``trust`` is False.
         ``model`` / ``api_base`` passed in are the person's own choice (flag or settings), never the
         workspace's (W2).
@@ -94,15 +97,19 @@ class Session:
         cfg = config or load_config(ws)
         ignored: tuple[Any, ...] = ()
         notices: tuple[str, ...] = ()
+        changed = False
         if trust is None:
             trusted = config is not None or trust_mod.env_trusted() or trust_mod.is_trusted(ws, cfg)
+        elif isinstance(trust, str):  # W1: what was shown is trusted, not what the file holds by now
+            trusted = trust_mod.settings_hash(trust_mod.requests(cfg, ws)) == trust
+            changed = not trusted
         else:
             trusted = trust
         if not trusted:
             ignored = tuple(trust_mod.requests(cfg, ws))
             if ignored:
                 cfg = trust_mod.safe_config(cfg, ws)
-                notices = (trust_mod.ignored_notice(ws, list(ignored)),)
+                notices = (trust_mod.ignored_notice(ws, list(ignored), changed=changed),)
         ignored_default = any(r.key == "permissions.default" for r in ignored)
         if default_permission is not None and (ignored_default or not _sets_default_permission(ws)):
             # The user's default (Settings) applies where the workspace does not choose one itself.
@@ -276,12 +283,17 @@ class Session:
         return [] if trust.is_trusted(ws, cfg) else trust.requests(cfg, ws)
 
     @staticmethod
-    def trust_workspace(workspace: Path | str) -> None:
-        """W1: remember that the person trusts what the workspace asks for now (until it changes)."""
+    def trust_workspace(workspace: Path | str, expected_hash: str | None = None) -> None:
+        """W1: remember that the person trusts what the workspace asks for (until it changes).
+
+        ``expected_hash``: the ``trust.settings_hash`` of the requests the person was shown; when the
+        file asks for anything else by now, nothing is recorded and ``trust.SettingsChanged`` (a
+        ConfigError) is raised, so the caller asks again. Without it, whatever the file asks for now
+        is trusted."""
         from workbench import trust
 
         ws = Path(workspace).expanduser().resolve()
-        trust.trust(ws, load_config(ws))
+        trust.trust(ws, load_config(ws), expected=expected_hash)
 
     @staticmethod
     def list_threads(workspace: Path | str) -> list[ThreadInfo]:

@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from workbench.config import (
+    CONFIG_FILENAME,
     PermissionRule,
     SummarizeConfig,
     WorkbenchConfig,
@@ -35,12 +36,18 @@ from workbench.config import (
     private_dir,
     user_config_dir,
 )
+from workbench.errors import ConfigError
 
 log = logging.getLogger(__name__)
 
 TRUST_FILENAME = "trusted_workspaces.json"
 TRUST_ENV = "WORKBENCH_TRUST"
 FILE_MODE = 0o600
+
+
+class SettingsChanged(ConfigError):
+    """workbench.yaml asks for other settings than the ones the person was shown (W1): their answer
+    does not cover them, so nothing is trusted and they have to be asked again."""
 
 
 @dataclass(frozen=True)
@@ -249,10 +256,15 @@ def describe(reqs: list[TrustRequest]) -> str:
     return "\n".join(f"  - {r.key}: {r.value} — {r.description}" for r in reqs)
 
 
-def ignored_notice(workspace: Path | str, reqs: list[TrustRequest]) -> str:
-    """The notice an untrusted workspace's session carries: names each ignored setting."""
+def ignored_notice(workspace: Path | str, reqs: list[TrustRequest], *, changed: bool = False) -> str:
+    """The notice an untrusted workspace's session carries: names each ignored setting. ``changed``:
+    the person trusted what they were shown, but workbench.yaml asked for something else by the time
+    the session opened."""
     names = ", ".join(f"{r.key} ({r.value})" for r in reqs)
-    return (f"The workspace {workspace} is not trusted: ignored {names}; running with the safe defaults. "
+    why = "is not trusted"
+    if changed:
+        why += f" (its {CONFIG_FILENAME} changed after you were asked to trust it)"
+    return (f"The workspace {workspace} {why}: ignored {names}; running with the safe defaults. "
             f"Trust it to use them (window: reopen it and choose Trust; CLI: --trust or {TRUST_ENV}=1).")
 
 
@@ -334,10 +346,17 @@ def is_trusted(workspace: Path | str, config: WorkbenchConfig) -> bool:
     return bool(entry) and entry.get("hash") == settings_hash(reqs)
 
 
-def trust(workspace: Path | str, config: WorkbenchConfig) -> Path:
-    """Remember that the person trusts what the workspace asks for now; returns the record's path."""
+def trust(workspace: Path | str, config: WorkbenchConfig, *, expected: str | None = None) -> Path:
+    """Remember that the person trusts what the workspace asks for in ``config``; returns the record's
+    path. ``expected``: the ``settings_hash`` of the requests the person was shown — when ``config``
+    asks for anything else, nothing is recorded and ``SettingsChanged`` is raised (ask again)."""
+    now = settings_hash(requests(config, workspace))
+    if expected is not None and expected != now:
+        raise SettingsChanged(
+            f"{Path(workspace) / CONFIG_FILENAME} changed after you were asked to trust it: it asks for other "
+            f"settings now, so nothing was trusted; look at them again before trusting the workspace")
     entries = _load()
-    entries[_key(workspace)] = {"hash": settings_hash(requests(config, workspace)), "trusted_at": time.time()}
+    entries[_key(workspace)] = {"hash": now, "trusted_at": time.time()}
     return _save(entries)
 
 

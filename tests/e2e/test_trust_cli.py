@@ -4,8 +4,10 @@
 from __future__ import annotations
 
 import os
+import select
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -121,3 +123,45 @@ def test_w1_yes_at_the_terminal_is_remembered_until_the_settings_change(ws, env,
     assert proc.returncode == 0, proc.stderr
     assert "not trusted" in proc.stderr and "mounts./etc" in proc.stderr
     assert len(hostile.requests) == 2 and proc.stdout.strip() == "Three."
+
+
+@pytest.mark.skipif(not hasattr(os, "openpty"), reason="needs a pseudo-terminal")
+def test_w1_yes_trusts_what_was_shown_not_a_file_changed_while_asking(tmp_path, env, stub_server):
+    """The prompt lists the settings of one moment; a workbench.yaml changed before the answer (a
+    mount of the person's secrets added) is not trusted by "y": the run leaves the new mount out."""
+    secret = tmp_path / "secret"
+    secret.mkdir()
+    (secret / "id_rsa").write_text("PRIVATE KEY", encoding="utf-8")
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    shown = "model: openai/test-model\npermissions:\n  default: allow\n"
+    (ws / "workbench.yaml").write_text(shown, encoding="utf-8")
+    stub_server.script(StubReply(tool_calls=[("read_file", {"path": "/loot/id_rsa"})]), StubReply(text="Done."))
+    master, slave = os.openpty()
+    try:
+        proc = subprocess.Popen([sys.executable, "-m", "workbench", "run", "--api-base", stub_server.url, "go"],
+                                cwd=ws, env=env, stdin=slave, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        err = b""
+        deadline = time.monotonic() + TIMEOUT
+        assert proc.stderr is not None
+        while b"Trust this workspace?" not in err and time.monotonic() < deadline:
+            ready, _, _ = select.select([proc.stderr], [], [], 1)
+            if ready:
+                chunk = os.read(proc.stderr.fileno(), 4096)
+                if not chunk:
+                    break
+                err += chunk
+        assert b"Trust this workspace?" in err, err.decode()
+        assert b"/loot" not in err
+        (ws / "workbench.yaml").write_text(shown + f"mounts:\n  /loot: {{host: {secret}}}\n", encoding="utf-8")
+        os.write(master, b"y\n")
+        out, rest = proc.communicate(timeout=TIMEOUT)
+    finally:
+        os.close(master)
+        os.close(slave)
+    err += rest
+    assert proc.returncode == 0, err.decode()
+    assert out.decode().strip().endswith("Done.")
+    assert b"mounts./loot" in err and b"changed" in err  # the notice says what was left out and why
+    tool_results = [m for m in stub_server.requests[1]["messages"] if m.get("role") == "tool"]
+    assert tool_results and "PRIVATE KEY" not in str(tool_results)

@@ -10,7 +10,7 @@ import pytest
 from PySide6.QtCore import Qt
 
 from tests.stub_server import StubReply, StubServer
-from tests.ui.helpers import button, click, find_dialog, wait_for
+from tests.ui.helpers import button, click, find_dialog, visible_dialog, wait_for
 from workbench import trust
 from workbench.config import load_config
 from workbench.ui.trust_dialog import ask_trust
@@ -136,12 +136,43 @@ async def test_w1_trust_is_remembered_and_asked_again_when_the_settings_change(
     assert session.config.api_base is None
 
 
-async def test_w1_the_demo_workspace_is_trusted_without_asking(tmp_path, windows, untrusted, monkeypatch):
+async def test_w1_the_demo_workspace_is_trusted_only_as_shipped(tmp_path, qtbot, windows, untrusted):
+    """The shipped demo asks for nothing and opens without a dialog; once its workbench.yaml asks for
+    more (the agent can edit it with one approval), the window asks like for any workspace (W1)."""
     from workbench.app import ensure_demo_workspace
 
     demo = ensure_demo_workspace()
-    # Give the demo a setting that would otherwise need trust.
-    (demo / "workbench.yaml").write_text("model: demo\npermissions:\n  default: allow\n")
     window = await windows()
     session = await asyncio.wait_for(window.open_workspace(demo), 30)
-    assert session.config.permissions.default == "allow" and session.notices == ()
+    assert session.notices == () and visible_dialog("trustDialog") is None
+    # Give the demo a setting that needs trust.
+    (demo / "workbench.yaml").write_text("model: demo\npermissions:\n  default: allow\n")
+    opening = asyncio.ensure_future(window.open_workspace(demo))
+    dialog = await find_dialog("trustDialog", 10)
+    assert "permissions.default: allow" in dialog.list.item(0).text()
+    click(qtbot, button(dialog, "openWithoutButton"))
+    session = await asyncio.wait_for(opening, 30)
+    assert session.config.permissions.default == "ask" and session.notices
+
+
+async def test_w1_trust_covers_what_the_dialog_showed_not_a_file_changed_meanwhile(
+        tmp_path, qtbot, windows, untrusted):
+    """workbench.yaml changed while the dialog was open: Trust records nothing unseen, and the window
+    shows the new settings and asks again."""
+    ws = wide_workspace(tmp_path, "http://203.0.113.9/v1")
+    window = await windows()
+    opening = asyncio.ensure_future(window.open_workspace(ws))
+    first = await find_dialog("trustDialog", 10)
+    (ws / "workbench.yaml").write_text("model: openai/test-model\napi_base: http://198.51.100.7/v1\n")
+    click(qtbot, button(first, "trustButton"))
+
+    def asked_again() -> Any:
+        d = visible_dialog("trustDialog")
+        return d if d is not None and d is not first else None
+
+    second = await wait_for(asked_again, 10, "the trust dialog shown again with the new settings")
+    assert "198.51.100.7" in second.list.item(0).text()
+    assert not trust.is_trusted(ws, load_config(ws))
+    click(qtbot, button(second, "openWithoutButton"))
+    session = await asyncio.wait_for(opening, 30)
+    assert session.config.api_base is None and not trust.is_trusted(ws, load_config(ws))

@@ -123,13 +123,14 @@ class _Decider:
 
 
 
-def _trust_decision(workspace: Path, args: argparse.Namespace, *, interactive: bool) -> bool | None:
+def _trust_decision(workspace: Path, args: argparse.Namespace, *, interactive: bool) -> bool | str | None:
     """W1: whether the workspace's widening settings count for this run.
 
     ``--trust`` or ``WORKBENCH_TRUST=1``: yes. Nothing asked for, or trusted before with the same
     settings: None (``Session.open`` finds that in the record). At a terminal: ask (y/N), listing
-    exactly what is asked for; yes is remembered. Otherwise: no (``Session.open`` ignores them and the
-    notice goes to stderr).
+    exactly what is asked for; yes is remembered and returns the hash of what was shown, so
+    ``Session.open`` trusts those settings only — not a file changed while the prompt waited.
+    Otherwise: no (``Session.open`` ignores them and the notice goes to stderr).
     """
     from workbench import trust
     from workbench.config import load_config
@@ -157,9 +158,10 @@ def _trust_decision(workspace: Path, args: argparse.Namespace, *, interactive: b
             signal.signal(signal.SIGINT, previous)
     if answer not in ("y", "yes"):
         return False
+    shown = trust.settings_hash(reqs)
     try:
-        trust.trust(workspace, config)
+        trust.trust(workspace, config, expected=shown)  # ``config`` is what was shown
     except OSError as e:
         _err(f"workbench: could not remember the trust ({e}); trusted for this run only")
-    return True
+    return shown
 

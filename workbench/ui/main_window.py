@@ -274,33 +274,42 @@ class MainWindow(QMainWindow):
         self.warm_up()
         return session
 
-    async def _trust_decision(self, ws: Path) -> bool | None:
+    async def _trust_decision(self, ws: Path) -> str | bool | None:
         """W1: ask before the session opens when the workspace asks for settings not trusted yet.
-        True: the person chose Trust (remembered); False: open without them; None: nothing to ask.
-        The demo workspace is trusted."""
+
+        Trust: the hash of the settings the dialog showed (remembered; ``Session.open`` uses them only
+        while the file still asks for exactly those). False: open without them; None: nothing to ask.
+        A file changed while the dialog was open is shown again, never trusted unseen. The demo is
+        trusted while it asks for what the shipped demo asks for (the agent can edit its workbench.yaml).
+        """
         from workbench.app import is_demo_workspace
         from workbench.session import Session
-
-        requests = Session.trust_requests(ws)
-        if not requests:
-            return None
-        if is_demo_workspace(ws):
-            return True
-        from workbench.trust import settings_hash
+        from workbench.trust import SettingsChanged, settings_hash
         from workbench.ui.trust_dialog import ask_trust
 
-        asked = settings_hash(requests)
-        if self._trust_declined.get(str(ws)) == asked:
-            return False  # declined in this window already (e.g. reopened after Settings): don't nag
-        if not await ask_trust(ws, requests, self):
-            self._trust_declined[str(ws)] = asked
-            return False
-        self._trust_declined.pop(str(ws), None)
-        try:
-            Session.trust_workspace(ws)
-        except OSError as e:
-            log.warning("could not remember the trust for %s: %s", ws, e)
-        return True
+        while True:
+            requests = Session.trust_requests(ws)
+            if not requests:
+                return None
+            asked = settings_hash(requests)
+            if is_demo_workspace(ws) and asked == _shipped_demo_hash(ws):
+                return asked
+            if self._trust_declined.get(str(ws)) == asked:
+                return False  # declined in this window already (e.g. reopened after Settings): don't nag
+            if not await ask_trust(ws, requests, self):
+                self._trust_declined[str(ws)] = asked
+                return False
+            self._trust_declined.pop(str(ws), None)
+            try:
+                Session.trust_workspace(ws, asked)
+            except SettingsChanged as e:
+                log.info("%s", e)
+                self.status.showMessage(f"{ws / 'workbench.yaml'} changed while you were deciding: "
+                                        f"look at its settings again.", 8000)
+                continue  # show what the file asks for now
+            except OSError as e:
+                log.warning("could not remember the trust for %s: %s", ws, e)
+            return asked
 
     async def close_session(self) -> None:
         """Stop what runs, close the session (its model worker and store)."""
@@ -618,6 +627,17 @@ def _warm_tokens() -> None:
         import jsonschema  # noqa: F401
     except Exception:  # noqa: BLE001 - an optimisation only
         log.debug("warm-up failed", exc_info=True)
+
+
+def _shipped_demo_hash(ws: Path) -> str:
+    """The trust hash of what the shipped demo's workbench.yaml asks for in ``ws`` (W1): the demo copy
+    is trusted only while it asks for exactly that, never for what an edit added."""
+    from workbench.app import demo_source
+    from workbench.config import CONFIG_FILENAME, parse_config
+    from workbench.trust import requests, settings_hash
+
+    text = (demo_source() / CONFIG_FILENAME).read_text(encoding="utf-8")
+    return settings_hash(requests(parse_config(text), ws))
 
 
 def _settings_dialog_available() -> bool:
