@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import select
+import signal
 import subprocess
 import sys
 import time
@@ -141,16 +142,7 @@ def test_w1_yes_trusts_what_was_shown_not_a_file_changed_while_asking(tmp_path, 
     try:
         proc = subprocess.Popen([sys.executable, "-m", "workbench", "run", "--api-base", stub_server.url, "go"],
                                 cwd=ws, env=env, stdin=slave, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-        err = b""
-        deadline = time.monotonic() + TIMEOUT
-        assert proc.stderr is not None
-        while b"Trust this workspace?" not in err and time.monotonic() < deadline:
-            ready, _, _ = select.select([proc.stderr], [], [], 1)
-            if ready:
-                chunk = os.read(proc.stderr.fileno(), 4096)
-                if not chunk:
-                    break
-                err += chunk
+        err = _read_until(proc, b"Trust this workspace?")
         assert b"Trust this workspace?" in err, err.decode()
         assert b"/loot" not in err
         (ws / "workbench.yaml").write_text(shown + f"mounts:\n  /loot: {{host: {secret}}}\n", encoding="utf-8")
@@ -165,3 +157,68 @@ def test_w1_yes_trusts_what_was_shown_not_a_file_changed_while_asking(tmp_path, 
     assert b"mounts./loot" in err and b"changed" in err  # the notice says what was left out and why
     tool_results = [m for m in stub_server.requests[1]["messages"] if m.get("role") == "tool"]
     assert tool_results and "PRIVATE KEY" not in str(tool_results)
+
+
+def _read_until(proc: subprocess.Popen[bytes], marker: bytes) -> bytes:
+    """stderr until ``marker`` appears (or the process ends, or TIMEOUT)."""
+    assert proc.stderr is not None
+    err = b""
+    deadline = time.monotonic() + TIMEOUT
+    while marker not in err and time.monotonic() < deadline:
+        ready, _, _ = select.select([proc.stderr], [], [], 1)
+        if ready:
+            chunk = os.read(proc.stderr.fileno(), 4096)
+            if not chunk:
+                break
+            err += chunk
+    return err
+
+
+@pytest.mark.skipif(not hasattr(os, "openpty"), reason="needs a pseudo-terminal")
+def test_w1_ctrl_c_at_the_trust_prompt_runs_nothing_exit_3(ws, env, hostile, stub_server):
+    master, slave = os.openpty()
+    try:
+        proc = subprocess.Popen([sys.executable, "-m", "workbench", "run", "--api-base", stub_server.url, "go"],
+                                cwd=ws, env=env, stdin=slave, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        err = _read_until(proc, b"Trust this workspace?")
+        assert b"Trust this workspace?" in err, err.decode()
+        proc.send_signal(signal.SIGINT)
+        _, rest = proc.communicate(timeout=TIMEOUT)
+    finally:
+        os.close(master)
+        os.close(slave)
+    assert proc.returncode == 3, (err + rest).decode()
+    assert b"Traceback" not in rest
+    assert hostile.requests == [] and stub_server.requests == [] and not (ws / ".workbench").exists()
+
+
+def test_the_sigint_context_raises_inside_and_restores_the_handler_after():
+    """One helper makes Ctrl-C interrupt a blocking terminal read (approval and trust prompts): inside
+    the block SIGINT raises KeyboardInterrupt, after it (also after the interrupt) the previous handler
+    is back; off the main thread it changes nothing."""
+    import threading
+
+    from workbench.cli.decide import _sigint_raises
+
+    def mine(signum: int, frame: object) -> None:  # pragma: no cover - never delivered
+        pass
+
+    previous = signal.signal(signal.SIGINT, mine)
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            with _sigint_raises():
+                assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+                signal.raise_signal(signal.SIGINT)
+        assert signal.getsignal(signal.SIGINT) is mine
+        seen: list[object] = []
+
+        def off_main() -> None:
+            with _sigint_raises():
+                seen.append(signal.getsignal(signal.SIGINT))
+
+        t = threading.Thread(target=off_main)
+        t.start()
+        t.join(10)
+        assert seen == [mine]
+    finally:
+        signal.signal(signal.SIGINT, previous)

@@ -5,7 +5,8 @@ from __future__ import annotations
 import argparse
 import signal
 import sys
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -17,6 +18,25 @@ if TYPE_CHECKING:
 
 class _Suspended(Exception):
     """Ctrl-C at an approval prompt: the run stays suspended, nothing was decided."""
+
+
+@contextmanager
+def _sigint_raises() -> Iterator[None]:
+    """Ctrl-C raises KeyboardInterrupt inside the block; the previous SIGINT handler is back after it.
+
+    asyncio.run's own SIGINT handler only cancels the main task, which a blocking terminal read never
+    notices. Off the main thread no handler can be set, and the block runs unchanged.
+    """
+    previous = None
+    try:
+        previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    except ValueError:  # not the main thread
+        pass
+    try:
+        yield
+    finally:
+        if previous is not None:
+            signal.signal(signal.SIGINT, previous)
 
 
 class _Decider:
@@ -61,23 +81,14 @@ class _Decider:
     # -- the terminal --------------------------------------------------------------------------------
     def _input(self, prompt: str) -> str:
         """One answer from the terminal; Ctrl-C or end of input leaves the run suspended."""
-        # asyncio.run's own SIGINT handler only cancels the main task, which a blocking read never
-        # notices: make Ctrl-C raise here, from before the prompt shows until it is answered.
-        previous = None
         try:
-            previous = signal.signal(signal.SIGINT, signal.default_int_handler)
-        except ValueError:  # not the main thread
-            pass
-        try:
-            self.output.line("")
-            sys.stderr.write(prompt)
-            sys.stderr.flush()
-            line = sys.stdin.readline()
+            with _sigint_raises():  # from before the prompt shows until it is answered
+                self.output.line("")
+                sys.stderr.write(prompt)
+                sys.stderr.flush()
+                line = sys.stdin.readline()
         except KeyboardInterrupt:
             raise _Suspended() from None
-        finally:
-            if previous is not None:
-                signal.signal(signal.SIGINT, previous)
         if not line:  # EOF: nobody to ask
             raise _Suspended()
         return line.strip()
@@ -144,18 +155,10 @@ def _trust_decision(workspace: Path, args: argparse.Namespace, *, interactive: b
     if not interactive:
         return False
     _err(f"The workspace {workspace} asks for settings that need your trust:\n{trust.describe(reqs)}")
-    previous = None
-    try:
-        previous = signal.signal(signal.SIGINT, signal.default_int_handler)
-    except ValueError:  # not the main thread
-        pass
-    try:
+    with _sigint_raises():  # Ctrl-C: KeyboardInterrupt, exit 3, nothing run
         sys.stderr.write("Trust this workspace? [y/N] ")
         sys.stderr.flush()
-        answer = sys.stdin.readline().strip().lower()  # Ctrl-C: KeyboardInterrupt, exit 3, nothing run
-    finally:
-        if previous is not None:
-            signal.signal(signal.SIGINT, previous)
+        answer = sys.stdin.readline().strip().lower()
     if answer not in ("y", "yes"):
         return False
     shown = trust.settings_hash(reqs)
