@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import abc
 import re
+import unicodedata
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from functools import lru_cache
@@ -29,10 +30,12 @@ __all__ = [
     "FileInfo",
     "FileNotFound",
     "GrepMatch",
+    "MAX_PATTERN_CHARS",
     "NotTextFile",
     "PathError",
     "ancestors",
     "apply_edit",
+    "check_pattern_length",
     "compile_grep",
     "glob_files",
     "glob_regex",
@@ -44,8 +47,10 @@ __all__ = [
     "join",
     "looks_binary",
     "normalize",
+    "path_rule_regex",
     "relative",
     "require_text",
+    "shown_pattern",
     "split_glob",
     "strip_glob_prefix",
     "tree_children",
@@ -193,13 +198,37 @@ def _re2_options(dot_nl: bool) -> Any:
     return opts
 
 
-def linear_regex(regex: str) -> Matcher:
-    """``regex`` (as built from a glob) compiled by RE2: linear time, so a pattern full of ``**``
-    can never backtrack for seconds (F3). Python's ``re`` only for what RE2 cannot parse."""
+#: The longest glob or rule pattern accepted (characters): RE2's work grows with the pattern, so a
+#: pattern of megabytes would still cost seconds a path. Linux's PATH_MAX is 4096 too.
+MAX_PATTERN_CHARS = 4096
+
+
+def shown_pattern(pattern: str) -> str:
+    """``pattern`` quoted for an error message, cut after 40 characters (it may be 100 KB long)."""
+    return repr(pattern if len(pattern) <= 40 else pattern[:40] + "…")
+
+
+def check_pattern_length(pattern: str, what: str = "glob pattern") -> None:
+    """ValueError if ``pattern`` is longer than MAX_PATTERN_CHARS (F3: bounded work per path)."""
+    if len(pattern) > MAX_PATTERN_CHARS:
+        raise ValueError(f"{what} {shown_pattern(pattern)} is too long: {len(pattern)} characters "
+                         f"(at most {MAX_PATTERN_CHARS}); use a shorter pattern")
+
+
+def linear_regex(regex: str, *, pattern: str | None = None, what: str = "glob pattern") -> Matcher:
+    """``regex`` (as built from glob ``pattern``) compiled by RE2: linear time, so a pattern full of
+    ``**`` can never backtrack for seconds (F3).
+
+    What RE2 refuses (too large, a bad class range) is a ValueError naming the pattern and RE2's
+    reason. Never Python's ``re`` instead: it backtracks exponentially on such patterns, holding the
+    GIL, so neither Stop nor the walk's time limit could end it.
+    """
     try:
         return re2.compile(regex, _re2_options(True))
-    except re2.error:
-        return re.compile(regex, re.DOTALL)
+    except re2.error as exc:
+        reason = exc.args[0].decode("utf-8", "replace") if exc.args and isinstance(exc.args[0], bytes) else str(exc)
+    shown = shown_pattern(regex if pattern is None else pattern)
+    raise ValueError(f"{what} {shown} cannot be used: {reason}; fix or simplify the pattern") from None
 
 
 @lru_cache(maxsize=256)
@@ -207,8 +236,10 @@ def glob_regex(pattern: str) -> Matcher:
     """Compile a relative glob to a regex matched (fullmatch) against relative file paths.
 
     ``**`` as a whole segment spans any number of directories (zero included); ``*`` and ``?``
-    stay inside one segment and match dot-files too.
+    stay inside one segment and match dot-files too. A pattern over MAX_PATTERN_CHARS or one RE2
+    refuses is a ValueError (F3).
     """
+    check_pattern_length(pattern)
     segs = _segments(pattern)
     out: list[str] = []
     for i, seg in enumerate(segs):
@@ -217,13 +248,31 @@ def glob_regex(pattern: str) -> Matcher:
             out.append(".*" if last else "(?:[^/]+/)*")
         else:
             out.append(segment_regex(seg) + ("" if last else "/"))
-    return linear_regex("".join(out))
+    return linear_regex("".join(out), pattern=pattern)
+
+
+@lru_cache(maxsize=512)
+def path_rule_regex(pattern: str) -> Matcher:
+    """Compile a permission rule's path glob (P1), matched (fullmatch) against a virtual path.
+
+    A relative pattern matches at any depth; ``**`` spans any number of folders. RE2, so a pattern
+    with many ``**`` costs microseconds a path (F3); too long or refused by RE2 is a ValueError.
+    """
+    check_pattern_length(pattern, "rule pattern")
+    full = unicodedata.normalize("NFC", pattern)
+    if not full.startswith("/"):
+        full = "/**/" + full
+    out: list[str] = []
+    for seg in (s for s in full.split("/") if s not in ("", ".")):
+        out.append("(?:/[^/]+)*" if seg == "**" else "/" + segment_regex(seg))
+    return linear_regex("".join(out), pattern=pattern, what="rule pattern")
 
 
 @lru_cache(maxsize=256)
 def _segment_matcher(seg: str) -> Matcher:
     """One glob segment, compiled in linear time (``*a*a*a*b`` never backtracks)."""
-    return linear_regex(segment_regex(seg))
+    check_pattern_length(seg)
+    return linear_regex(segment_regex(seg), pattern=seg)
 
 
 def split_glob(pattern: str, path: str = "/") -> tuple[str, str]:

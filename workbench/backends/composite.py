@@ -18,6 +18,7 @@ from workbench.backends.base import (
     FileNotFound,
     GrepMatch,
     PathError,
+    check_pattern_length,
     compile_grep,
     grep_filter,
     is_under,
@@ -169,6 +170,7 @@ class CompositeBackend(FileBackend):
         return [entries[k] for k in sorted(entries, key=lambda k: k.rsplit("/", 1)[-1])]
 
     async def glob(self, pattern: str, path: str = "/") -> list[str]:
+        check_pattern_length(pattern)  # before any work on the event loop (F3)
         base, rel = split_glob(pattern, path)
         point = self._mount_of(base)
         below = self._below(base)

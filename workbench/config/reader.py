@@ -17,6 +17,7 @@ from typing import Any
 import yaml
 from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 
+from workbench.backends.base import check_pattern_length, path_rule_regex
 from workbench.config.schema import (
     _NAME_RE,
     _PREFIX_RE,
@@ -396,6 +397,13 @@ class _Reader:
                                          f"takes {wanted}:, not {target}:")
         pattern = self.string(m[target], f"{key}.{target}")
         assert pattern is not None
+        try:  # F3: a pattern that cannot be matched in bounded time is refused here, before any run
+            if target == "tool":
+                check_pattern_length(pattern, "rule pattern")
+            else:
+                path_rule_regex(pattern)
+        except ValueError as e:
+            raise self.error(m[target], f"{key}.{target}: {e}") from None
         return PermissionRule(effect=effect, action=action, pattern=pattern,  # type: ignore[arg-type]
                               line=node.start_mark.line + 1)
 

@@ -42,7 +42,6 @@ import re
 import unicodedata
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
@@ -50,7 +49,15 @@ import yaml
 from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 
 from workbench.atomic import write_text_atomic
-from workbench.backends.base import BackendRefusal, Matcher, PathError, is_under, linear_regex, normalize, segment_regex
+from workbench.backends.base import (
+    BackendRefusal,
+    PathError,
+    check_pattern_length,
+    is_under,
+    normalize,
+    path_rule_regex,
+    shown_pattern,
+)
 from workbench.backends.guard import PathGuard, guarding
 from workbench.config import CONFIG_FILENAME, EFFECTS, PermissionRule, default_permission_rules, parse_config
 from workbench.engine.messages import ToolCall
@@ -102,16 +109,17 @@ def load_user_rules(path: Path) -> list[PermissionRule]:
 # ------------------------------------------------------------------------------------------ matching
 
 
-@lru_cache(maxsize=512)
-def _path_regex(pattern: str) -> Matcher:
-    # RE2 (linear time): a pattern with many ``**`` costs microseconds, not seconds, a path (F3).
-    pattern = unicodedata.normalize("NFC", pattern)
-    if not pattern.startswith("/"):
-        pattern = "/**/" + pattern
-    out: list[str] = []
-    for seg in (s for s in pattern.split("/") if s not in ("", ".")):
-        out.append("(?:/[^/]+)*" if seg == "**" else "/" + segment_regex(seg))
-    return linear_regex("".join(out))
+# RE2 (linear time): a pattern with many ``**`` costs microseconds, not seconds, a path (F3); a pattern
+# too long or refused by RE2 is a ValueError (the config reader reports it with file and line).
+_path_regex = path_rule_regex
+
+
+def check_rule_pattern(rule: PermissionRule) -> None:
+    """ValueError if ``rule``'s pattern cannot be matched in bounded time (too long, refused by RE2)."""
+    if rule.action == "invoke":
+        check_pattern_length(rule.pattern, "rule pattern")
+    else:
+        _path_regex(rule.pattern)
 
 
 def _canonical(path: str) -> str:
@@ -181,6 +189,12 @@ class PermissionsMiddleware(AgentMiddleware):
         if default not in EFFECTS:
             raise ValueError(f"permissions default must be one of {', '.join(EFFECTS)}, not {default!r}")
         self.rules: list[PermissionRule] = list(rules)
+        for rule in self.rules:  # rules built in code; workbench.yaml's were checked when read (F3)
+            try:
+                check_rule_pattern(rule)
+            except ValueError as e:
+                where = f" (line {rule.line})" if rule.line else ""
+                raise ConfigError(f"permission rule {shown_pattern(str(rule))}{where}: {e}") from None
         self.default = default
         self.project_config = Path(project_config) if project_config is not None else None
         # The user's rules file (None: no user rules); judged with the workspace's rules.
@@ -219,8 +233,14 @@ class PermissionsMiddleware(AgentMiddleware):
         out = []
         for d in state.get(SESSION_KEY) or []:
             rule = _rule_from_dict(d) if isinstance(d, Mapping) else None
-            if rule is not None:
-                out.append(rule)
+            if rule is None:
+                continue
+            try:
+                check_rule_pattern(rule)
+            except ValueError as e:  # state written by hand or by an older version: leave it out, loudly
+                log.warning("session permission rule left out: %s", e)
+                continue
+            out.append(rule)
         return out
 
     def judge(self, action: str, target: str, *, tool: Tool | None = None, has_paths: bool = False,
