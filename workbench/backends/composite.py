@@ -185,8 +185,13 @@ class CompositeBackend(FileBackend):
             for sub in strip_glob_prefix(rel, relative(mount, base)):
                 if not sub:
                     continue  # the pattern names the mount point itself, a directory
-                with self._translated(mount):
-                    hits = await self._mounts[mount].glob(sub, "/")
+                try:
+                    with self._translated(mount):
+                        hits = await self._mounts[mount].glob(sub, "/")
+                except BackendRefusal as exc:
+                    if exc.detail != PROTECTED_REASON:
+                        raise
+                    break  # a mount of a protected folder is invisible to searches, as in grep (F4)
                 found.update(p for p in (self._outer(mount, h) for h in hits) if self._mount_of(p) == mount)
         return sorted(found)
 

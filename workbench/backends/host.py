@@ -14,6 +14,7 @@ import stat as stat_mod
 import tempfile
 from collections.abc import Iterable, Iterator
 from pathlib import Path
+from typing import BinaryIO
 
 from workbench.backends.base import (
     BackendIOError,
@@ -22,6 +23,7 @@ from workbench.backends.base import (
     FileInfo,
     FileNotFound,
     GrepMatch,
+    Matcher,
     NotTextFile,
     PathError,
     apply_edit,
@@ -205,9 +207,9 @@ class HostBackend(FileBackend):
         if not stat_mod.S_ISREG(st.st_mode):
             raise NotTextFile(v, "not a regular file (a FIFO, socket or device)")
 
-    def _read_bytes(self, v: str, real: str, limit: int | None = None) -> bytes:
-        """The file's bytes (at most ``limit``). Opened non-blocking and checked again once open, so a
-        FIFO swapped in after the stat never blocks the read (F3, I5)."""
+    def _open_regular(self, v: str, real: str) -> BinaryIO:
+        """The file opened for binary reading. Opened non-blocking and checked again once open, so a
+        FIFO swapped in after the stat never blocks the read (F3, I5), nor a symlink a rule (P5)."""
         self._regular(v, self._stat(v, real))
         try:
             fd = os.open(real, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_BINARY", 0))
@@ -216,14 +218,57 @@ class HostBackend(FileBackend):
         try:
             self._regular(v, os.fstat(fd))
             self._check_opened(v, fd, real)
-            with os.fdopen(fd, "rb") as f:
-                fd = -1  # the file object owns it now
-                return f.read() if limit is None else f.read(limit)
+            f = os.fdopen(fd, "rb")
         except OSError as exc:
+            os.close(fd)
             raise self._os_error(v, exc) from exc
-        finally:
-            if fd >= 0:
-                os.close(fd)
+        except BaseException:
+            os.close(fd)
+            raise
+        return f
+
+    def _read_bytes(self, v: str, real: str, limit: int | None = None) -> bytes:
+        """The file's bytes (at most ``limit``)."""
+        with self._open_regular(v, real) as f:
+            try:
+                return f.read() if limit is None else f.read(limit)
+            except OSError as exc:
+                raise self._os_error(v, exc) from exc
+
+    def _grep_file(self, v: str, real: str, rx: Matcher) -> list[GrepMatch]:
+        """Grep one file named directly, streamed line by line (F3): memory stays bounded by the longest
+        line (at most GREP_MAX_BYTES, else an error naming the line), not the file, and the walk's
+        time limit and Stop are checked every few thousand lines. Same lines as ``grep_text``: split
+        on ``\n`` only, one trailing ``\r`` dropped, UTF-8 or NotTextFile."""
+        cap = GREP_MAX_BYTES
+        out: list[GrepMatch] = []
+        offset = 0
+        no = 0
+        walk_tick(v)
+        with self._open_regular(v, real) as f:
+            while True:
+                try:
+                    raw = f.readline(cap + 1)
+                except OSError as exc:
+                    raise self._os_error(v, exc) from exc
+                if not raw:
+                    return out
+                no += 1
+                if not no & 0xFFF:
+                    walk_tick(v)
+                body = raw[:-1] if raw.endswith(b"\n") else raw
+                if len(body) > cap:
+                    raise NotTextFile(v, f"line {no} is longer than {cap} bytes; grep searches lines up to "
+                                         "that length (read_file reads such a file in pieces)")
+                try:
+                    line = body.decode("utf-8")
+                except UnicodeDecodeError as exc:
+                    raise NotTextFile(v, f"not UTF-8 text (bad byte at offset {offset + exc.start})") from exc
+                offset += len(raw)
+                if line.endswith("\r"):
+                    line = line[:-1]
+                if rx.search(line):
+                    out.append(GrepMatch(v, no, line))
 
     @staticmethod
     def _check_opened(v: str, fd: int, expected: str, *, parent: bool = False) -> None:
@@ -391,7 +436,7 @@ class HostBackend(FileBackend):
         v, real = self._resolve(path)
         st = self._stat(v, real)
         if not stat_mod.S_ISDIR(st.st_mode):
-            return grep_text(v, self._read_text(v, real), rx)
+            return self._grep_file(v, real, rx)
         out: list[GrepMatch] = []
         for r, file in self._walk_files(real):
             if not keep(r) or self._hidden(join(v, r), file):
