@@ -12,6 +12,7 @@ import errno
 import os
 import stat as stat_mod
 import tempfile
+import unicodedata
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import BinaryIO
@@ -81,6 +82,11 @@ def _case_insensitive(root: str) -> bool:
         return False
 
 
+def _fold(path: str) -> str:
+    """``path`` as a case- and normalization-insensitive disk sees it (APFS, HFS+: NFC, any case)."""
+    return unicodedata.normalize("NFC", os.path.normcase(path)).casefold()
+
+
 def _true_case(root: str, parts: list[str]) -> list[str]:
     """``parts`` (a path below ``root``) spelt as the disk spells each name; unknown names kept."""
     out: list[str] = []
@@ -109,6 +115,7 @@ class HostBackend(FileBackend):
         # F4: real paths no call may touch, list or search (the thread store, the key folder), even
         # when this root is one of their parents or a symlink leads there.
         self._protected = tuple(os.path.normcase(os.path.realpath(os.fspath(p))) for p in protected)
+        self._protected_folded = tuple(_fold(p) for p in self._protected)
         self._icase = _case_insensitive(self._root)
 
     def __repr__(self) -> str:
@@ -131,8 +138,14 @@ class HostBackend(FileBackend):
         return key == root or key.startswith(root.rstrip(os.sep) + os.sep)
 
     def _is_protected(self, real: str) -> bool:
-        key = os.path.normcase(real)
-        return any(key == p or key.startswith(p.rstrip(os.sep) + os.sep) for p in self._protected)
+        """True if ``real`` is a protected folder or lies in one (F4). On a disk that ignores case
+        (macOS), realpath keeps the case as typed and normcase does nothing there, so both sides are
+        compared folded: ``.WORKBENCH`` is ``.workbench`` on such a disk (P5)."""
+        if self._icase:
+            key, protected = _fold(real), self._protected_folded
+        else:
+            key, protected = os.path.normcase(real), self._protected
+        return any(key == p or key.startswith(p.rstrip(os.sep) + os.sep) for p in protected)
 
     def _virtual(self, real: str) -> str:
         """The virtual path of a real path inside the root, spelt as on disk (P5)."""
