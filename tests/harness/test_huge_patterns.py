@@ -8,14 +8,17 @@ a regression fails instead of hanging the suite.
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 import textwrap
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
-from workbench.backends.base import MAX_PATTERN_CHARS, glob_regex, grep_filter
+from workbench.backends.base import MAX_PATTERN_CHARS, glob_regex, grep_filter, path_rule_regex
 from workbench.config import load_config, parse_config
 from workbench.config.schema import PermissionRule
 from workbench.engine.models.scripted import ScriptedModel, reply, tool_reply
@@ -163,3 +166,20 @@ def test_F3_a_long_but_sane_rule_still_matches():
     pattern = "/project/" + "a" * 3000 + "/**"
     assert match_path(pattern, "/project/" + "a" * 3000 + "/b.txt")
     assert not match_path(pattern, "/project/b.txt")
+
+
+GLOB_TOKENS = st.sampled_from(["*", "**", "?", "[", "]", "{", "}", ",", "!", "^", "a", "z", "-", "/", "\\", ".",
+                               "z-a", "a-z"])
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(GLOB_TOKENS, max_size=12).map("".join))
+def test_F3_any_glob_or_rule_pattern_is_RE2_or_a_ValueError(pattern):
+    """Never ``re`` (backtracking) and never another exception type: the tools catch ValueError."""
+    for compile_ in (glob_regex, path_rule_regex):
+        try:
+            rx = compile_(pattern)
+        except ValueError as e:
+            assert "cannot be used" in str(e) and repr(pattern) in str(e)
+        else:
+            assert not isinstance(rx, re.Pattern)
