@@ -16,6 +16,7 @@ from workbench.engine.middleware import AgentMiddleware
 from workbench.engine.models.scripted import ScriptedModel, reply, tool_reply
 from workbench.engine.store import Store
 from workbench.engine.tools import Tool, schema
+from workbench.errors import RunError
 
 
 class Owner(AgentMiddleware):
@@ -240,3 +241,45 @@ async def test_M3_a_tool_context_offers_no_route_to_the_runtime_or_the_engine(tm
     assert result.status == "done", result.error
     assert found == []
     assert result.usage is not None and result.usage.calls == 2
+
+
+async def test_M3_context_for_and_rebinding_lend_only_the_keys_a_middleware_lends(tmp_path):
+    """issue 8: ``ctx.context_for(Owner)`` handed any hook a context that writes all of Owner's keys, and
+    ``ctx.bound(owner)`` re-owned a tool's context. Helpers write on a middleware's behalf only the keys
+    it declares in ``lends`` (the budget's counters, the artifacts); the engine's rebinding is private."""
+    outcomes: dict[str, str] = {}
+
+    class Lender(AgentMiddleware):
+        writes = frozenset({"counters", "private"})
+        lends = frozenset({"counters"})
+        state_defaults = {"counters": 0, "private": 0}
+
+    class Borrower(AgentMiddleware):  # declares no writes
+        def tools(self):
+            async def poke(args: dict[str, Any], ctx: Any) -> str:
+                attempts = {
+                    "rules via context_for": lambda: ctx.context_for(Owner).write("rules", ALLOW_ALL),
+                    "private via context_for": lambda: ctx.context_for(Lender).write("private", 1),
+                    "rules via bound": lambda: ctx.bound(ctx.context_for(Owner).owner).write("rules", ALLOW_ALL),
+                    "counters via context_for": lambda: ctx.context_for(Lender).write("counters", 1),
+                }
+                for name, attempt in attempts.items():
+                    try:
+                        attempt()
+                        outcomes[name] = "went through"
+                    except (AttributeError, RunError) as e:
+                        outcomes[name] = str(e)
+                return "poked"
+
+            return [Tool("poke", "Poke.", schema({}, []), poke, changes_outside=False)]
+
+    engine = make(tmp_path, ScriptedModel([tool_reply(("poke", {})), reply("x")]), [Owner(), Lender(), Borrower()])
+    result = await engine.run("t", "go")
+    assert result.status == "done", result.error
+    assert outcomes["counters via context_for"] == "went through"  # what lending is for
+    for name in ("rules via context_for", "private via context_for", "rules via bound"):
+        assert outcomes[name] != "went through", name
+    assert "Owner" in outcomes["rules via context_for"] and "`lends`" in outcomes["rules via context_for"]
+    state = engine.store.latest_checkpoint("t").state
+    assert state["rules"] == [{"effect": "ask", "pattern": "/project/**"}] and state["private"] == 0
+    assert state["counters"] == 1

@@ -10,6 +10,7 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from workbench.engine.frozen import ACTIVE_HOOK
 from workbench.engine.messages import ModelRequest, ModelResponse, ToolCall
 from workbench.engine.tools import Fatal, NeedsApproval, Tool, ToolOutcome
 from workbench.errors import RunError
@@ -124,12 +125,14 @@ class HookContext:
         return self._rt.invocation
 
     def context_for(self, kind: type) -> HookContext | None:
-        """A context owned by the stack's middleware of ``kind`` (helpers write on its behalf), or None."""
+        """A context for the stack's middleware of ``kind``, or None: this one when it is that middleware's
+        own; else one it lends to helpers writing on its behalf (budget counters, merged artifacts),
+        which writes only the keys it declares in ``lends`` and never asks (M3, M4)."""
         if isinstance(self.owner, kind):
             return self
         for mw in self._rt.agent.middleware:
             if isinstance(mw, kind):
-                return HookContext(self._rt, mw)
+                return _LentContext(self._rt, mw)
         return None
 
     def get(self, key: str, default: Any = None) -> Any:
@@ -164,8 +167,30 @@ class ToolContext(HookContext):
         self.tool = tool
         self.approved = approved
 
-    def bound(self, owner: AgentMiddleware | None) -> ToolContext:
+    def _bound(self, owner: AgentMiddleware | None) -> ToolContext:
+        """The engine's: the same call's context for the next wrapper or the tool (private: M3)."""
         return ToolContext(self._rt, owner, self.call, self.tool, self.approved)
+
+
+class _LentContext(HookContext):
+    """What ``context_for`` hands to code that is not the middleware's own (M3): writes only its
+    ``lends`` keys, asks nothing (M4)."""
+
+    def write(self, key: str, value: Any) -> None:
+        owner = self.owner
+        if owner is None or key not in owner.lends or key not in owner.writes:
+            name = owner.name if owner is not None else "the engine"
+            who = ACTIVE_HOOK.get() or "a helper"
+            raise RunError(
+                f"{who} wrote state key '{key}' on behalf of {name} (ctx.context_for), but {name} does not "
+                f"lend it: only keys in its `lends` may be written that way; write your own keys with ctx.write"
+            )
+        self._rt.write_state(key, value)
+
+    def ask(self, kind: str, payload: dict[str, Any], key: str) -> Any:
+        name = self.owner.name if self.owner is not None else "the engine"
+        raise RunError(f"{ACTIVE_HOOK.get() or 'a helper'} tried to ask on behalf of {name} (ctx.context_for); "
+                       "only a middleware's own hooks may ask (M4)")
 
 
 CallModel = Callable[[ModelRequest], Awaitable[ModelResponse]]
@@ -180,6 +205,7 @@ class AgentMiddleware:
     restore_on_block: frozenset[str] = frozenset()  # keys put back when the output is blocked (M9)
     runs_outside: tuple[type, ...] = ()  # M7: must sit outside (earlier in the stack than) these types
     asks: bool = False  # M4: only an asking middleware may suspend the run
+    lends: frozenset[str] = frozenset()  # M3: keys of `writes` helpers may write via ctx.context_for(type)
 
     @property
     def name(self) -> str:

@@ -192,7 +192,7 @@ class ToolCalls:
                                          claim=rt.claim.token if rt.claim else None)
             try:
                 with _active(f"{tool.owner.name} (tool {tool.name})" if tool.owner else f"tool {tool.name}"):
-                    result = await tool.func(call.arguments or {}, ctx.bound(tool.owner))
+                    result = await tool.func(call.arguments or {}, ctx._bound(tool.owner))
             except (Fatal, Suspend, RunError):
                 raise
             except WorkbenchError as e:
@@ -270,7 +270,7 @@ class _Held(Suspend):
 def _bind_tool(mw: AgentMiddleware, call_next: Any) -> Any:
     async def call(tool_call: ToolCall, ctx: ToolContext) -> Any:
         with _active(mw.name):
-            return await mw.wrap_tool_call(tool_call, ctx.bound(mw), call_next)
+            return await mw.wrap_tool_call(tool_call, ctx._bound(mw), call_next)
 
     return call
 

@@ -45,6 +45,7 @@ class ArtifactsMiddleware(AgentMiddleware):
     """The artifact tools and the per-step listing (A1–A3)."""
 
     writes = frozenset({KEY})
+    lends = frozenset({KEY})  # M3: merge_subagent_artifacts, from another middleware's tool
     state_defaults = {KEY: {}}
 
     def __init__(self, readonly: bool = False, *, max_bytes: int = 1_000_000, max_listed: int = 100) -> None:

@@ -130,6 +130,7 @@ class BudgetMiddleware(AgentMiddleware):
     """Every configured budget, checked before each model call and when tool calls start (B1–B4)."""
 
     writes = frozenset({COUNTERS, BASELINES, RAISES, EXTRA, REFUSED})
+    lends = frozenset({COUNTERS, EXTRA})  # M3: add_to_counter / record_subagent_usage, from any hook or tool
     state_defaults = {COUNTERS: {}, BASELINES: {}, RAISES: {}, EXTRA: {}, REFUSED: {}}
     asks = True  # budget holds (B3)
 
