@@ -283,3 +283,19 @@ async def test_M3_context_for_and_rebinding_lend_only_the_keys_a_middleware_lend
     state = engine.store.latest_checkpoint("t").state
     assert state["rules"] == [{"effect": "ask", "pattern": "/project/**"}] and state["private"] == 0
     assert state["counters"] == 1
+
+
+def test_M3_the_invocation_token_says_what_it_is_and_what_to_use_instead():
+    import weakref
+
+    from workbench.engine.middleware import Invocation
+
+    token = Invocation()
+    with pytest.raises(AttributeError, match=r"opaque token .* no 'write_state'.*ctx\.write"):
+        token.write_state  # noqa: B018
+    with pytest.raises(AttributeError):
+        token.state = {}
+    ref = weakref.ref(token)  # the I2 cache holds it weakly: an entry dies with its invocation
+    assert ref() is token and copy.copy(token) is not None
+    del token
+    assert ref() is None

@@ -85,6 +85,12 @@ class Invocation:
     def __repr__(self) -> str:
         return f"<invocation {id(self):#x}>"
 
+    def __getattr__(self, name: str) -> Any:  # only for names it lacks: says what to use instead
+        raise AttributeError(
+            f"ctx.invocation is an opaque token naming this run (a cache key), not the runtime: it has no "
+            f"{name!r}. Read state with ctx.get / ctx.state; write your middleware's own keys with ctx.write (M3)"
+        )
+
 
 class HookContext:
     """What a hook sees: the run's ids, the committed state, the backend, events, writes and asks."""
