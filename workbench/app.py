@@ -94,7 +94,8 @@ def ensure_demo_workspace(target: Path | None = None) -> Path:
 
 
 def is_demo_workspace(path: Path | str) -> bool:
-    """Whether ``path`` is the demo workspace this app copied to the user data folder (trusted, W1)."""
+    """Whether ``path`` is the demo workspace this app copied to the user data folder (the window trusts
+    it while it asks for what the shipped demo asks for, W1)."""
     from workbench.config import user_data_dir
 
     try:
