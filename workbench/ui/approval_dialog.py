@@ -183,13 +183,15 @@ class ApprovalDialog(QDialog):
         reject_row.addWidget(QLabel("Message if you reject:"))
         self.reject_message = QLineEdit(self)
         self.reject_message.setObjectName("reject_message")
-        self.reject_message.setPlaceholderText("Tell the agent why, or what to do instead")
+        self.reject_message.setPlaceholderText("Tell the agent why, or what to do instead (Enter rejects)")
+        # G7: Enter in the rejection message rejects, with the message (it used to approve).
+        self.reject_message.returnPressed.connect(self.reject_call)
         reject_row.addWidget(self.reject_message, 1)
         lay.addLayout(reject_row)
 
         buttons = QHBoxLayout()
+        # G7: no default button. Enter on the dialog decides nothing; Space or a click on a button does.
         self.approve_button = self._button("Approve once", "approve_once", self.approve)
-        self.approve_button.setDefault(True)
         self.always_session_button = self._button("Always (this session)", "always_session",
                                                   lambda: self.approve(always="session"))
         self.always_project_button = self._button("Always (this project)", "always_project",
@@ -218,7 +220,8 @@ class ApprovalDialog(QDialog):
     def _button(self, text: str, name: str, slot: Callable[[], Any]) -> QPushButton:
         b = QPushButton(text, self)
         b.setObjectName(name)
-        b.setAutoDefault(False)
+        b.setAutoDefault(False)  # G7: Enter never presses a button here (autoDefault is on in a QDialog)
+        b.setDefault(False)
         b.clicked.connect(lambda _checked=False: slot())
         return b
 
@@ -461,6 +464,10 @@ class BudgetHoldDialog(QDialog):
         buttons.addWidget(self.continue_button)
         buttons.addWidget(self.stop_button)
         lay.addLayout(buttons)
+        for b in (self.continue_button, self.stop_button):
+            b.setAutoDefault(False)  # G7: Enter never continues (nor approves an unknown question)
+            b.setDefault(False)
+        self.reason.returnPressed.connect(self._stop)  # G7: Enter in the reason stops, with the reason
 
     @staticmethod
     def _describe(payload: dict[str, Any]) -> str:
