@@ -41,6 +41,7 @@ from workbench.ui.bridge import Bridge
 from workbench.ui.threads_panel import ThreadsPanel
 from workbench.ui.transcript import TranscriptView
 from workbench.ui.window_widgets import ErrorBar, PromptEdit, _status_bar
+from workbench.ui.window_keys import install_keyboard
 
 if TYPE_CHECKING:
     from workbench.engine.middleware import RunResult
@@ -187,6 +188,7 @@ class MainWindow(QMainWindow):
         self.bridge.sig_status_changed.connect(self._on_status_changed)
         self.bridge.sig_usage_updated.connect(self._on_usage)
         self._remove_error_hook = qt_async.add_error_hook(self._on_error)
+        install_keyboard(self)  # G7: shortcuts in the File and Run menus, the prompt box focused
 
         self.resize(1200, 800)
         self.restore_layout()

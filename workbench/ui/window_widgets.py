@@ -16,10 +16,14 @@ from workbench.ui.transcript import palette as transcript_palette
 
 
 class PromptEdit(QPlainTextEdit):
-    """The input box: Ctrl+Enter sends."""
+    """The input box: Ctrl+Enter sends; Tab moves the focus on (G7), it types no tab character."""
 
     sig_prompt_submitted = Signal()
     """Ctrl+Enter was pressed."""
+
+    def __init__(self, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.setTabChangesFocus(True)
 
     def keyPressEvent(self, event: QKeyEvent) -> None:  # noqa: N802 - Qt override
         if event.key() in (Qt.Key.Key_Return, Qt.Key.Key_Enter) and (

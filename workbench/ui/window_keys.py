@@ -1,0 +1,116 @@
+"""The main window's keyboard (G7): its shortcuts as menu actions (so they are discoverable) and where
+the focus goes.
+
+- File: New thread (Ctrl+N), Rename thread… (F2), Settings… (Ctrl+, and the platform's Preferences key).
+- Run: Send (Ctrl+Enter), Stop (Esc; enabled while the Stop button is, so Esc is free otherwise).
+- The prompt box has the focus when the window opens and when a run ends (unless the person is typing
+  in another text field then); Tab leaves it (``PromptEdit``).
+
+Kept out of ``main_window`` so that module holds the window's behaviour only.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from PySide6.QtCore import QEvent, QObject
+from PySide6.QtGui import QAction, QKeySequence
+from PySide6.QtWidgets import QApplication, QLineEdit, QPlainTextEdit, QTextEdit
+
+from workbench.ui import qt_async
+
+if TYPE_CHECKING:
+    from workbench.ui.main_window import MainWindow
+
+
+def _sequences(*keys: Any) -> list[QKeySequence]:
+    """Key sequences (strings or standard keys) without empties or repeats, in order."""
+    out: list[QKeySequence] = []
+    for key in keys:
+        seqs = QKeySequence.keyBindings(key) if isinstance(key, QKeySequence.StandardKey) else [QKeySequence(key)]
+        for s in seqs:
+            if not s.isEmpty() and s not in out:
+                out.append(s)
+    return out
+
+
+class _EnabledMirror(QObject):
+    """Keeps an action enabled exactly when a widget is (Esc stops only while Stop can)."""
+
+    def __init__(self, widget: Any, action: QAction) -> None:
+        super().__init__(widget)
+        self._action = action
+        action.setEnabled(widget.isEnabled())
+        widget.installEventFilter(self)
+
+    def eventFilter(self, watched: QObject, event: QEvent) -> bool:  # noqa: N802 - Qt override
+        if event.type() == QEvent.Type.EnabledChange:
+            self._action.setEnabled(watched.isEnabled())  # type: ignore[attr-defined]
+        return False
+
+
+def install_keyboard(window: MainWindow) -> None:
+    """Add the G7 shortcuts to the window's menus and give the prompt box the focus."""
+    file_menu = window.file_menu
+    before = window.settings_action or window.quit_action
+    window.new_thread_action = QAction("&New thread", window)
+    window.new_thread_action.setShortcuts(_sequences(QKeySequence.StandardKey.New, "Ctrl+N"))
+    window.new_thread_action.triggered.connect(window.on_new_thread)
+    window.rename_thread_action = QAction("&Rename thread…", window)
+    window.rename_thread_action.setShortcut(QKeySequence("F2"))
+    window.rename_thread_action.triggered.connect(lambda: rename_current_thread(window))
+    file_menu.insertAction(before, window.new_thread_action)
+    file_menu.insertAction(before, window.rename_thread_action)
+    file_menu.insertSeparator(before)
+    if window.settings_action is not None:
+        # Preferences is empty on most Linux desktops: Ctrl+, everywhere, plus the platform's key.
+        window.settings_action.setShortcuts(_sequences("Ctrl+,", QKeySequence.StandardKey.Preferences))
+
+    window.run_menu = window.menuBar().addMenu("&Run")
+    window.send_action = QAction("&Send", window)
+    window.send_action.setShortcuts(_sequences("Ctrl+Return", "Ctrl+Enter"))
+    window.send_action.triggered.connect(window.on_send)
+    window.stop_action = QAction("S&top", window)
+    window.stop_action.setShortcut(QKeySequence("Esc"))
+    window.stop_action.setToolTip("Stop the run in flight (Esc)")
+    window.stop_action.triggered.connect(window.on_stop)
+    _EnabledMirror(window.stop_button, window.stop_action)
+    window.run_menu.addAction(window.send_action)
+    window.run_menu.addAction(window.stop_action)
+    window.stop_button.setToolTip(window.stop_button.toolTip() + " (Esc)")
+
+    window.sig_run_settled.connect(lambda _status: focus_prompt(window, unless_typing=True))
+    window.input.setFocus()  # recorded while hidden: the window opens with the prompt focused
+
+
+def _typing_elsewhere(window: MainWindow) -> bool:
+    """Whether the focus is in an editable text field other than the prompt box (don't take it away)."""
+    w = QApplication.focusWidget()
+    if w is None or w is window.input:
+        return False
+    if isinstance(w, QLineEdit):
+        return not w.isReadOnly()
+    if isinstance(w, (QPlainTextEdit, QTextEdit)):
+        return not w.isReadOnly()
+    return False
+
+
+def focus_prompt(window: MainWindow, *, unless_typing: bool = False) -> None:
+    """Give the prompt box the focus (when a run ends: unless the person is typing in another field)."""
+    if unless_typing and _typing_elsewhere(window):
+        return
+    window.input.setFocus()
+
+
+def rename_current_thread(window: MainWindow) -> None:
+    """F2: rename the thread that is open (selected first, so the panel's rename names it)."""
+    session = window.session
+    if session is None or not session.thread_id:
+        return
+    panel = window.threads_panel
+    if panel.selected_id() != session.thread_id:
+        panel.select(session.thread_id)
+    qt_async.start(panel.rename_selected(), name="rename-thread")
+
+
+__all__ = ["focus_prompt", "install_keyboard", "rename_current_thread"]
