@@ -30,7 +30,7 @@ def type_into_window(qtbot: Any, window: Any, text: str) -> None:
 
 
 def press(qtbot: Any, window: Any, key: Any, modifier: Any = Qt.KeyboardModifier.NoModifier) -> None:
-    qtbot.keyClick(window.windowHandle(), key, modifier)
+    qtbot.keyClick(QApplication.focusWidget() or window, key, modifier)  # the widget with the focus gets it
 
 
 async def _shown(window: Any) -> None:
@@ -94,7 +94,6 @@ async def test_g7_esc_stops_the_run_in_flight(windows: Any, stub_workspace: Path
     assert window.focusWidget() is window.input
 
 
-@pytest.mark.skip(reason="issue 10 (H12): Ctrl+N did not change session.thread_id in 5 s here; not yet diagnosed")
 async def test_g7_ctrl_n_starts_a_new_thread(windows: Any, demo_workspace: Path, qtbot: Any) -> None:
     window = await windows(demo_workspace)
     await _shown(window)
@@ -106,7 +105,6 @@ async def test_g7_ctrl_n_starts_a_new_thread(windows: Any, demo_workspace: Path,
     assert window.focusWidget() is window.input
 
 
-@pytest.mark.skip(reason="issue 10 (H12): the window's QAction shortcut did not fire from a QWindow key event offscreen; not yet diagnosed")
 async def test_g7_f2_renames_the_current_thread(windows: Any, demo_workspace: Path, qtbot: Any) -> None:
     window = await windows(demo_workspace)
     await _shown(window)
@@ -122,7 +120,6 @@ async def test_g7_f2_renames_the_current_thread(windows: Any, demo_workspace: Pa
                    "the new title")
 
 
-@pytest.mark.skip(reason="issue 10 (H12): the window's QAction shortcut did not fire from a QWindow key event offscreen; not yet diagnosed")
 async def test_g7_ctrl_comma_opens_settings(windows: Any, demo_workspace: Path, qtbot: Any) -> None:
     window = await windows(demo_workspace)
     await _shown(window)
