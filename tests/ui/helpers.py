@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
-import time
 from collections.abc import Callable
 from typing import Any, TypeVar
 
@@ -14,15 +12,10 @@ T = TypeVar("T")
 
 
 async def wait_for(predicate: Callable[[], T], timeout: float = 10.0, what: str = "condition") -> T:
-    """Poll ``predicate`` on the loop until it is truthy; its value."""
-    deadline = time.monotonic() + timeout
-    while True:
-        value = predicate()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout} s waiting for {what}")
-        await asyncio.sleep(0.01)
+    """Poll ``predicate`` on the loop until it is truthy; its value (``tests.fakes.until``)."""
+    from tests.fakes import until
+
+    return await until(predicate, timeout, what)
 
 
 def visible_dialog(name: str) -> QDialog | None:
