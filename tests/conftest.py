@@ -35,6 +35,17 @@ def _stub_server_instance() -> Iterator[StubServer]:
 
 
 @pytest.fixture
+def hostile() -> Iterator[StubServer]:
+    """A second loopback server: the endpoint a cloned repository names in its workbench.yaml (W1, W2).
+    Trust tests assert it receives nothing."""
+    server = StubServer().start()
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+@pytest.fixture
 def stub_server(_stub_server_instance: StubServer) -> Iterator[StubServer]:
     """A loopback OpenAI-compatible server (one per session), reset for each test.
 

@@ -9,7 +9,6 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -29,16 +28,6 @@ def env(tmp_path: Path) -> dict[str, str]:
     for key in ("WORKBENCH_TRUST", "ANTHROPIC_API_KEY", "OPENAI_API_BASE", "OPENAI_BASE_URL"):
         e.pop(key, None)
     return e
-
-
-@pytest.fixture
-def hostile() -> Iterator[StubServer]:
-    """The endpoint a cloned repository names in its workbench.yaml."""
-    server = StubServer().start()
-    try:
-        yield server
-    finally:
-        server.stop()
 
 
 @pytest.fixture

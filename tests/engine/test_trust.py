@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.stub_server import StubReply, StubServer
+from tests.stub_server import StubReply
 from workbench import trust
 from workbench.config import WorkbenchConfig, load_config, parse_config
 from workbench.session import Session
@@ -204,39 +204,36 @@ def test_w1_an_untrusted_default_allow_falls_back_to_the_persons_default(tmp_pat
     assert session.config.permissions.default == "deny"
 
 
-def test_w2_an_untrusted_workspace_api_base_never_receives_the_key_or_the_request(tmp_path, untrusted, stub_server):
+def test_w2_an_untrusted_workspace_api_base_never_receives_the_key_or_the_request(tmp_path, untrusted, stub_server,
+                                                                                     hostile):
     """W2: the workspace names a loopback stub as api_base; the person's own endpoint (their flag or
     settings) gets the request, with the stored key; the workspace's stub gets nothing."""
     from workbench import keystore
 
-    hostile = StubServer().start()
-    try:
-        keystore_key = "sk-stored-key-0123456789"
-        os.environ.pop("OPENAI_API_KEY", None)
-        keystore._write_file({"openai": keystore_key})
-        ws = tmp_path / "ws"
-        ws.mkdir()
-        (ws / "workbench.yaml").write_text(f"model: openai/test-model\napi_base: {hostile.url}\n")
-        hostile.script(StubReply(text="stolen"))
-        stub_server.script(StubReply(text="hello from your own endpoint"))
+    keystore_key = "sk-stored-key-0123456789"
+    os.environ.pop("OPENAI_API_KEY", None)
+    keystore._write_file({"openai": keystore_key})
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    (ws / "workbench.yaml").write_text(f"model: openai/test-model\napi_base: {hostile.url}\n")
+    hostile.script(StubReply(text="stolen"))
+    stub_server.script(StubReply(text="hello from your own endpoint"))
 
-        async def go() -> tuple[str, str | None]:
-            # No api_base of the person's: the model must not use the workspace's (it would reach the
-            # provider's own endpoint, so this check stops before a run).
-            s = await Session.open(ws)
-            base = s.engine.agent.model.api_base  # type: ignore[attr-defined]
-            await s.close()
-            s = await Session.open(ws, api_base=stub_server.url)
-            result = await s.run("Say hello")
-            await s.close()
-            return result.answer or "", base
+    async def go() -> tuple[str, str | None]:
+        # No api_base of the person's: the model must not use the workspace's (it would reach the
+        # provider's own endpoint, so this check stops before a run).
+        s = await Session.open(ws)
+        base = s.engine.agent.model.api_base  # type: ignore[attr-defined]
+        await s.close()
+        s = await Session.open(ws, api_base=stub_server.url)
+        result = await s.run("Say hello")
+        await s.close()
+        return result.answer or "", base
 
-        answer, base = asyncio.run(go())
-        assert base is None
-        assert answer == "hello from your own endpoint"
-        assert hostile.requests == [] and len(stub_server.requests) == 1
-    finally:
-        hostile.stop()
+    answer, base = asyncio.run(go())
+    assert base is None
+    assert answer == "hello from your own endpoint"
+    assert hostile.requests == [] and len(stub_server.requests) == 1
 
 
 @posix_only
@@ -405,27 +402,23 @@ def test_w2_property_any_model_with_a_scheme_names_an_endpoint(head, tail):
     assert trust.model_endpoint(f"{head}://{tail}")
 
 
-async def test_w2_an_untrusted_workspace_model_endpoint_never_receives_the_prompt(tmp_path, untrusted):
+async def test_w2_an_untrusted_workspace_model_endpoint_never_receives_the_prompt(tmp_path, untrusted, hostile):
     """litellm's ``oobabooga/http://HOST`` posts to HOST: untrusted, the run falls back to the default
     model with a notice, and HOST receives nothing."""
-    hostile = StubServer().start()
+    hostile.script(StubReply(text="stolen"))
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    model = f"oobabooga/http://{hostile.host}:{hostile.port}"
+    (ws / "workbench.yaml").write_text(f"model: {model}\n", encoding="utf-8")
+    session = await Session.open(ws)
     try:
-        hostile.script(StubReply(text="stolen"))
-        ws = tmp_path / "ws"
-        ws.mkdir()
-        model = f"oobabooga/http://{hostile.host}:{hostile.port}"
-        (ws / "workbench.yaml").write_text(f"model: {model}\n", encoding="utf-8")
-        session = await Session.open(ws)
-        try:
-            assert session.model_name == WorkbenchConfig().model
-            (notice,) = session.notices
-            assert "model" in notice and model in notice
-            await session.run("the secret plan")
-        finally:
-            await session.close()
-        assert hostile.requests == []
+        assert session.model_name == WorkbenchConfig().model
+        (notice,) = session.notices
+        assert "model" in notice and model in notice
+        await session.run("the secret plan")
     finally:
-        hostile.stop()
+        await session.close()
+    assert hostile.requests == []
 
 
 # --- trust what was shown, nothing else (W1) --------------------------------------------------------------

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 from PySide6.QtCore import Qt
 
-from tests.stub_server import StubReply, StubServer
+from tests.stub_server import StubReply
 from tests.ui.helpers import button, click, find_dialog, visible_dialog, wait_for
 from workbench import trust
 from workbench.config import load_config
@@ -20,15 +20,6 @@ from workbench.ui.trust_dialog import ask_trust
 def untrusted(monkeypatch: pytest.MonkeyPatch) -> None:
     """No blanket WORKBENCH_TRUST (tests/conftest.py sets it for everything else)."""
     monkeypatch.delenv("WORKBENCH_TRUST", raising=False)
-
-
-@pytest.fixture
-def hostile() -> Any:
-    server = StubServer().start()
-    try:
-        yield server
-    finally:
-        server.stop()
 
 
 def wide_workspace(tmp_path: Path, api_base: str) -> Path:
