@@ -99,3 +99,27 @@ def test_F3_big_messages_and_state_values_are_stored_compressed_and_read_back_wh
     sizes += [n for (n,) in db.execute("SELECT length(value) FROM state_values")]
     assert max(sizes) < len(text) / 2, sizes  # stored compressed, both kinds
     assert db.execute("SELECT typeof(message) FROM messages WHERE idx=0").fetchone()[0] == "text"  # small stays text
+
+
+def test_F3_state_values_are_serialised_once_per_change_and_never_stale():
+    """A checkpoint and each journal entry describe the state; an unchanged frozen value is not
+    serialised again, and a value changed (a new object, or a plain one changed in place) always is."""
+    from workbench.engine import store as store_mod
+    from workbench.engine.frozen import freeze
+
+    memo: dict = {}
+    files = freeze({"/a.txt": "one"}, "files")
+    plain = {"n": 1}
+    first = store_mod._state_values({"files": files, "plain": plain}, memo)
+    calls = []
+    real = store_mod.json.dumps
+    store_mod.json.dumps = lambda v, **kw: calls.append(v) or real(v, **kw)
+    try:
+        plain["n"] = 2
+        second = store_mod._state_values({"files": files, "plain": plain}, memo)
+        third = store_mod._state_values({"files": freeze({"/a.txt": "two"}, "files"), "plain": plain}, memo)
+    finally:
+        store_mod.json.dumps = real
+    assert second["files"] == first["files"] and files not in calls  # the same frozen object: reused
+    assert second["plain"] != first["plain"]  # changed in place: never taken from the memo
+    assert third["files"] != first["files"] and third["files"][1] == '{"/a.txt": "two"}'

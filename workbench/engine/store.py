@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from workbench.engine.events import Event
+from workbench.engine.frozen import FrozenDict, FrozenList
 from workbench.engine.usage import Usage
 from workbench.errors import StoreError, ThreadBusyError
 
@@ -182,6 +183,7 @@ class Store:
         # Threads with a run in flight through any Engine on this store object (this process).
         self.active_threads: set[str] = set()
         self._cache: dict[str, _Written] = {}  # per claimed thread: what this store wrote last
+        self._values_memo: dict[str, tuple[Any, tuple[str, str]]] = {}  # see _state_values
 
     @classmethod
     def for_workspace(cls, workspace: Path | str) -> Store:
@@ -265,7 +267,7 @@ class Store:
         """
         now = time.time()
         messages = state.get(MESSAGES_KEY, [])
-        values = _state_values(state)
+        values = _state_values(state, self._values_memo)
         refs = {k: h for k, (h, _) in values.items()}
         state_json = json.dumps({REFS_KEY: refs, COUNT_KEY: len(messages)}, ensure_ascii=False)
         # While a run holds the claim it is the thread's only writer, so what this store wrote last is
@@ -574,7 +576,7 @@ class Store:
     def journal_finish(self, thread_id: str, run_id: str, step: int, call_id: str, status: str, content: str,
                        state: Mapping[str, Any], *, events: Sequence[Event] = (), claim: str | None = None) -> None:
         """Journal a finished call with the state its writes left and the events so far, in one transaction."""
-        values = _state_values(state)
+        values = _state_values(state, self._values_memo)
         refs = json.dumps({k: h for k, (h, _) in values.items()})
         cache = self._cache.get(thread_id) if claim is not None else None
         if cache is not None and cache.token != claim:
@@ -633,15 +635,31 @@ def _unpack(value: str | bytes) -> str:
     return zlib.decompress(value).decode("utf-8", "surrogatepass") if isinstance(value, bytes) else value
 
 
-def _state_values(state: Mapping[str, Any]) -> dict[str, tuple[str, str]]:
+def _state_values(state: Mapping[str, Any], memo: dict[str, tuple[Any, tuple[str, str]]]) -> dict[str, tuple[str, str]]:
     """Each non-message state key's (content hash, JSON): a value is stored once however often a
-    checkpoint references it (F3)."""
+    checkpoint references it (F3).
+
+    A step checkpoints twice and journals every tool call, mostly with the same values: ``memo`` keeps
+    each key's last frozen value with its JSON and hash, so an unchanged value is not serialised and
+    hashed again (a 2 MB /scratch file cost ~9 ms each time). Only frozen values are remembered: they
+    never change in place (M3), so the same object means the same JSON.
+    """
     out: dict[str, tuple[str, str]] = {}
+    kept: dict[str, tuple[Any, tuple[str, str]]] = {}
     for key, value in state.items():
         if key == MESSAGES_KEY:
             continue
+        hit = memo.get(key)
+        if hit is not None and hit[0] is value:
+            out[key] = hit[1]
+            kept[key] = hit
+            continue
         text = json.dumps(value, ensure_ascii=False)
         out[key] = (hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=16).hexdigest(), text)
+        if type(value) is FrozenDict or type(value) is FrozenList:
+            kept[key] = (value, out[key])
+    memo.clear()  # only the current values: the memo never outgrows one state
+    memo.update(kept)
     return out
 
 
