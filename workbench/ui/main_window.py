@@ -38,6 +38,7 @@ from workbench.errors import WorkbenchError
 from workbench.ui import qt_async
 from workbench.ui.approval_dialog import ask_decisions
 from workbench.ui.bridge import Bridge
+from workbench.ui.run_activity import install_run_ticker
 from workbench.ui.threads_panel import ThreadsPanel
 from workbench.ui.transcript import TranscriptView
 from workbench.ui.window_widgets import ErrorBar, PromptEdit, _status_bar
@@ -145,6 +146,7 @@ class MainWindow(QMainWindow):
 
         self.status = _status_bar(self)
         self.setStatusBar(self.status)
+        self.run_ticker = install_run_ticker(self.status, self.bridge)  # G1: time, tokens, cost while running
 
         # menus
         self.file_menu = self.menuBar().addMenu("&File")

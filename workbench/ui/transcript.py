@@ -29,6 +29,8 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from workbench.ui.run_activity import ThinkingRow
+
 if TYPE_CHECKING:
     from workbench.engine.messages import Message
     from workbench.ui.bridge import Bridge
@@ -206,6 +208,7 @@ def transcript_style_sheet(c: dict[str, Any]) -> str:
     QFrame#notice_info {{ background: {info[0]}; border: 1px solid {info[1]}; border-radius: 6px; }}
     QFrame#notice_info QLabel {{ color: {info[2]}; }}
     QLabel#notice_text {{ font-weight: 600; }}
+    QLabel#thinking_text {{ color: {c['muted']}; font-style: italic; }}
     """
 
 
@@ -453,6 +456,9 @@ class TranscriptView(QScrollArea):
         self.empty_hint.setTextFormat(Qt.TextFormat.RichText)
         self._set_empty_hint(demo=False)
         self._layout.addWidget(self.empty_hint)
+        # G1: "Thinking…" while the model has not answered; always the last row (``_add`` inserts above it).
+        self.thinking_row = ThinkingRow(self._content)
+        self._layout.addWidget(self.thinking_row)
         self._layout.addStretch(1)
         self.setWidget(self._content)
         self._rows: dict[str, ToolCallRow] = {}
@@ -472,13 +478,17 @@ class TranscriptView(QScrollArea):
         bridge.sig_interrupt_raised.connect(self.on_interrupt)
         bridge.sig_run_finished.connect(self.on_run_finished)
         bridge.sig_interrupt_answered.connect(self._clear_pending_notice)
+        bridge.sig_step_started.connect(self._start_thinking)
+        for sig in (bridge.sig_text_streamed, bridge.sig_tool_started, bridge.sig_usage_updated,
+                    bridge.sig_interrupt_raised, bridge.sig_run_finished, bridge.sig_thread_attached):
+            sig.connect(self._stop_thinking)
 
     # -- queries (for tests and other panels) ---------------------------------------------------------
     def blocks(self) -> list[QWidget]:
         out = []
         for i in range(self._layout.count()):
             w = self._layout.itemAt(i).widget()
-            if w is not None and w is not self.empty_hint:
+            if w is not None and w is not self.empty_hint and w is not self.thinking_row:
                 out.append(w)
         return out
 
@@ -503,11 +513,20 @@ class TranscriptView(QScrollArea):
         self._current = None
         self._pending_notice = None
         self._stick = True
+        self.thinking_row.stop()
         self.empty_hint.show()
 
     def _add(self, widget: QWidget) -> None:
         self.empty_hint.hide()
-        self._layout.insertWidget(self._layout.count() - 1, widget)
+        self._layout.insertWidget(self._layout.count() - 2, widget)  # above the thinking row and the stretch
+
+    @Slot()
+    def _start_thinking(self, *_: Any) -> None:
+        self.thinking_row.start()
+
+    @Slot()
+    def _stop_thinking(self, *_: Any) -> None:
+        self.thinking_row.stop()
 
     def _set_empty_hint(self, *, demo: bool) -> None:
         text = ("<p><b>No messages in this thread yet.</b></p>"
