@@ -162,12 +162,11 @@ class ToolCalls:
                 return self._finish_tool(rt, call, ToolOutcome(
                     "rejected", "Rejected: the user already rejected this exact call in this run. Do not retry it."),
                     edited)
-            raise Suspend(Question(
-                id=f"approval-{call.id}",
-                kind="tool_approval",
-                payload={"tool": call.name, "arguments": call.arguments or {}, "reason": outcome.reason,
-                         "rule": outcome.rule},
-            ))
+            payload = {"tool": call.name, "arguments": call.arguments or {}, "reason": outcome.reason,
+                       "rule": outcome.rule}
+            if outcome.always:  # Q3: what "Always" would save, so the dialog can show its scope
+                payload["always"] = list(outcome.always)
+            raise Suspend(Question(id=f"approval-{call.id}", kind="tool_approval", payload=payload))
         return self._finish_tool(rt, call, outcome, edited)
 
     def _finish_tool(self, rt: _Runtime, call: ToolCall, outcome: ToolOutcome, edited: bool = False) -> ToolOutcome:

@@ -40,6 +40,9 @@ class NeedsApproval:
 
     reason: str
     rule: str | None = None
+    #: The allow rules an "always" answer would save, as text ("allow write /project/a.py"): shown
+    #: with the approval so the person sees the scope before choosing it (Q3).
+    always: tuple[str, ...] = ()
 
 
 class Fatal(Exception):

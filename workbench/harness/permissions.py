@@ -68,10 +68,13 @@ from workbench.errors import ConfigError
 __all__ = [
     "PermissionsMiddleware",
     "Verdict",
+    "always_rules",
     "append_rules_to_config",
     "exact_pattern",
+    "with_rules_added",
     "match_path",
     "match_tool",
+    "rule_matches",
 ]
 
 log = logging.getLogger(__name__)
@@ -146,8 +149,42 @@ def match_tool(pattern: str, name: str) -> bool:
 
 
 def exact_pattern(text: str) -> str:
-    """A glob that matches exactly ``text`` (``*``, ``?`` and ``[`` escaped as classes)."""
-    return re.sub(r"([*?\[])", r"[\1]", text)
+    """A glob that matches exactly ``text`` (``*``, ``?``, ``[`` and ``{`` escaped as classes).
+
+    ``{`` too: ``{a,b}`` is an alternative in path rules, so an "Always" on a file named
+    ``x{a,b}.py`` saved a rule that allowed ``xa.py`` and ``xb.py`` and not the file itself (Q3).
+    """
+    return re.sub(r"([*?\[{])", r"[\1]", text)
+
+
+def always_note(scope: str) -> str:
+    """The comment an "Always" rule is saved with: which button, when, and that it covers exactly
+    what asked (the person can see the scope in the file, Q3)."""
+    import time
+
+    where = {"project": "this project", "user": "all my workspaces"}.get(scope, scope)
+    return f"Always ({where}) on {time.strftime('%Y-%m-%d')}: exactly this path or tool"
+
+
+def rule_matches(rule: PermissionRule, action: str, target: str) -> bool:
+    """Whether ``rule`` covers the resource ``(action, target)``: the one matcher the engine, the
+    rule builder's preview and its tests all use (Q3)."""
+    if rule.action != action:
+        return False
+    if action == "invoke":
+        return match_tool(rule.pattern, target)
+    return match_path(rule.pattern, target)
+
+
+def always_rules(asked: Sequence[Verdict]) -> list[PermissionRule]:
+    """The exact allow rules an "Always" answer saves for the resources that asked (P3, Q3):
+    one file, one tool — never wider."""
+    out: list[PermissionRule] = []
+    for v in asked:
+        rule = PermissionRule(effect="allow", action=v.action, pattern=exact_pattern(v.target))  # type: ignore[arg-type]
+        if rule not in out:
+            out.append(rule)
+    return out
 
 
 # ------------------------------------------------------------------------------------------ verdicts
@@ -202,6 +239,10 @@ class PermissionsMiddleware(AgentMiddleware):
         self.user_rules: list[PermissionRule] = load_user_rules(self.user_config) if self.user_config else []
         # "always" decisions waiting for their approved call: (thread, call id) -> scope.
         self._always: dict[tuple[str, str], str] = {}
+        # Q3: rules the rule builder saved "for this session only" (in memory, every thread of this
+        # workspace's session): allow ones rank with the "always" session rules, deny and ask ones
+        # with the configured rules.
+        self.session_added: list[PermissionRule] = []
 
     @classmethod
     def from_config(cls, config: Any, *, project_config: Path | None = None,
@@ -213,6 +254,8 @@ class PermissionsMiddleware(AgentMiddleware):
     # ------------------------------------------------------------------------------------ judging
 
     def _where(self, rule: PermissionRule) -> str:
+        if any(rule is r for r in self.session_added):
+            return " (a rule for this session)"
         if not rule.line:
             return ""
         if self.user_config is not None and any(rule is r for r in self.user_rules):
@@ -222,11 +265,7 @@ class PermissionsMiddleware(AgentMiddleware):
 
     @staticmethod
     def _matches(rule: PermissionRule, action: str, target: str) -> bool:
-        if rule.action != action:
-            return False
-        if action == "invoke":
-            return match_tool(rule.pattern, target)
-        return match_path(rule.pattern, target)
+        return rule_matches(rule, action, target)
 
     def session_rules(self, state: Mapping[str, Any]) -> list[PermissionRule]:
         """The thread's "always" allow rules, from state."""
@@ -249,11 +288,12 @@ class PermissionsMiddleware(AgentMiddleware):
         if action != "invoke":
             target = _canonical(target)
         label = f"{action} {target}"
-        matching = [r for r in (*self.rules, *self.user_rules) if self._matches(r, action, target)]
+        added = [r for r in self.session_added if r.effect != "allow"]
+        matching = [r for r in (*self.rules, *self.user_rules, *added) if self._matches(r, action, target)]
         for r in matching:
             if r.effect == "deny":
                 return Verdict(action, target, "deny", f"{label} matches '{r}'{self._where(r)}", str(r))
-        for r in session:
+        for r in (*session, *(r for r in self.session_added if r.effect == "allow")):
             if r.effect == "allow" and self._matches(r, action, target):
                 return Verdict(action, target, "allow", f"{label}: allowed for this session ('{r}')", str(r))
         for effect in ("ask", "allow"):
@@ -378,7 +418,9 @@ class PermissionsMiddleware(AgentMiddleware):
             else:
                 shown = [v for v in asked if not (v.action == "invoke" and v.by_default)] or asked
                 shown.sort(key=lambda v: v.action == "invoke")
-                return NeedsApproval("; ".join(v.reason for v in shown), shown[0].rule)
+                # Q3: the question says exactly which rules an "Always" answer would save.
+                return NeedsApproval("; ".join(v.reason for v in shown), shown[0].rule,
+                                     always=tuple(str(r) for r in always_rules(asked)))
         # The backend judges again what it really opens, while it opens it (P5: no TOCTOU).
         with guarding(self.guard(verdicts, ctx.state, ctx.approved)):
             return await call_next(call, ctx)
@@ -406,8 +448,7 @@ class PermissionsMiddleware(AgentMiddleware):
     # -------------------------------------------------------------------------------------- always
 
     def _remember(self, asked: Sequence[Verdict], scope: str, ctx: HookContext) -> None:
-        new = [PermissionRule(effect="allow", action=v.action, pattern=exact_pattern(v.target))  # type: ignore[arg-type]
-               for v in asked]
+        new = always_rules(asked)
         current = [dict(d) for d in (ctx.get(SESSION_KEY) or []) if isinstance(d, Mapping)]
         seen = {(d.get("action"), d.get("pattern")) for d in current}
         for r in new:
@@ -425,7 +466,7 @@ class PermissionsMiddleware(AgentMiddleware):
         was_trusted = scope == "project" and _trusted(target)
         try:
             # The user file gets exactly the new rules, never the workspace defaults as a seed.
-            lines = append_rules_to_config(target, new, seed=scope == "project")
+            lines = append_rules_to_config(target, new, seed=scope == "project", note=always_note(scope))
         except (OSError, ConfigError, yaml.YAMLError) as e:
             log.warning("could not save the permission rule to %s: %s; it is kept for this session", target, e)
             return
@@ -536,21 +577,39 @@ def _insert_rules(text: str, new: Sequence[PermissionRule], seed_defaults: bool 
     return text[:start].rstrip(" ") + _items(existing + list(new), indent) + text[stop:]
 
 
-def append_rules_to_config(path: Path, rules: Sequence[PermissionRule], *, seed: bool = True) -> list[int]:
-    """Append allow rules to ``permissions.rules`` of a workbench.yaml (created when missing).
+def with_rules_added(text: str, rules: Sequence[PermissionRule], *, seed: bool = True, note: str = "",
+                     source: str = CONFIG_FILENAME) -> tuple[str, list[int]]:
+    """``text`` (a workbench.yaml or the user's permissions.yaml) with ``rules`` appended to
+    ``permissions.rules``, and each new rule's line. Every other byte is kept: comments, key order,
+    quoting and alignment (Q3). ``note`` becomes a trailing ``# note`` on each new rule's line, so the
+    file says where a rule came from. The result must load (ConfigError otherwise)."""
+    updated = _insert_rules(text, rules, seed)
+    loaded = parse_config(updated, source=source).permissions.rules
+    lines: list[int] = []
+    for r in rules:
+        hits = [x for x in loaded if (x.effect, x.action, x.pattern) == (r.effect, r.action, r.pattern)]
+        lines.append(hits[-1].line if hits else 0)
+    note = " ".join(note.split())  # one line, whatever it was given
+    if note:
+        rows = updated.split("\n")
+        for line in set(lines):
+            if line:
+                rows[line - 1] = f"{rows[line - 1]}  # {note}"
+        updated = "\n".join(rows)
+        parse_config(updated, source=source)  # still loads, with the same rules
+    return updated, lines
+
+
+def append_rules_to_config(path: Path, rules: Sequence[PermissionRule], *, seed: bool = True,
+                           note: str = "") -> list[int]:
+    """Append rules to ``permissions.rules`` of a workbench.yaml (created when missing).
 
     The new text must still load (ConfigError otherwise, and the file is left alone); it is written
     atomically. Returns each new rule's line number in the file.
     """
     path = Path(path)
     text = path.read_text(encoding="utf-8") if path.exists() else ""
-    updated = _insert_rules(text, rules, seed)
+    updated, lines = with_rules_added(text, rules, seed=seed, note=note, source=str(path))
     path.parent.mkdir(parents=True, exist_ok=True)
-    loaded = parse_config(updated, source=str(path)).permissions.rules
     write_text_atomic(path, updated)
-    lines: list[int] = []
-    pool = list(loaded)
-    for r in rules:
-        hits = [x for x in pool if (x.effect, x.action, x.pattern) == (r.effect, r.action, r.pattern)]
-        lines.append(hits[-1].line if hits else 0)
     return lines
