@@ -13,9 +13,9 @@ from dataclasses import dataclass
 from pathlib import PurePosixPath
 
 from PySide6.QtCore import QRegularExpression
-from PySide6.QtGui import QColor, QFont, QSyntaxHighlighter, QTextCharFormat, QTextDocument
+from PySide6.QtGui import QColor, QFont, QSyntaxHighlighter, QTextCharFormat, QTextDocument, QTextFormat
 
-__all__ = ["CodeHighlighter", "LANGUAGES", "language_for"]
+__all__ = ["CodeHighlighter", "FencedCodeHighlighter", "LANGUAGES", "fence_language", "language_for"]
 
 _EXTENSIONS = {
     ".py": "python", ".pyi": "python", ".pyw": "python",
@@ -118,6 +118,11 @@ class CodeHighlighter(QSyntaxHighlighter):
 
     def set_language(self, language: str | None) -> None:
         """Highlight as ``language`` (None or unknown: plain text) and re-highlight the document."""
+        self._use_language(language)
+        self.rehighlight()
+
+    def _use_language(self, language: str | None) -> None:
+        """Build the rules of ``language`` (no re-highlight: ``highlightBlock`` may switch per block)."""
         self.language = language if language in LANGUAGES else None
         self._rules = []
         if self.language is not None:
@@ -132,7 +137,6 @@ class CodeHighlighter(QSyntaxHighlighter):
             self._rules.append((QRegularExpression(strings), self.f_string))
             if self.language == "json":  # keys: a string followed by a colon
                 self._rules.append((QRegularExpression(r'"(?:[^"\\\n]|\\.)*"(?=\s*:)'), self.f_key))
-        self.rehighlight()
 
     def highlightBlock(self, text: str) -> None:  # noqa: N802 - Qt override
         self.setCurrentBlockState(0)
@@ -189,3 +193,37 @@ class CodeHighlighter(QSyntaxHighlighter):
                 return
             self.setFormat(idx, stop + len(close) - idx, fmt)
             pos = stop + len(close)
+
+
+#: How fenced code blocks name their language (```py) -> a key of ``LANGUAGES``.
+_FENCE_NAMES = {
+    "python": "python", "py": "python", "python3": "python", "py3": "python", "pycon": "python",
+    "javascript": "javascript", "js": "javascript", "jsx": "javascript", "mjs": "javascript",
+    "typescript": "javascript", "ts": "javascript", "tsx": "javascript",
+    "json": "json", "jsonc": "json", "json5": "json", "jsonl": "json",
+}
+
+
+def fence_language(name: str | None) -> str | None:
+    """The ``LANGUAGES`` key for a fence's info string (```py, ```TypeScript); None when not known."""
+    word = (name or "").strip().split(None, 1)[0].lower() if (name or "").strip() else ""
+    return _FENCE_NAMES.get(word)
+
+
+class FencedCodeHighlighter(CodeHighlighter):
+    """Highlights the fenced code blocks of a document rendered from markdown, each in the language its
+    fence names (Qt's markdown reader keeps it in the block format's ``BlockCodeLanguage``); other
+    blocks are left alone. Used by the transcript's messages."""
+
+    def __init__(self, document: QTextDocument | None = None, *, dark: bool = False) -> None:
+        super().__init__(document, None, dark=dark)
+
+    def highlightBlock(self, text: str) -> None:  # noqa: N802 - Qt override
+        fmt = self.currentBlock().blockFormat()
+        if not fmt.hasProperty(QTextFormat.Property.BlockCodeLanguage):
+            self.setCurrentBlockState(0)
+            return
+        language = fence_language(str(fmt.property(QTextFormat.Property.BlockCodeLanguage) or ""))
+        if language != self.language:
+            self._use_language(language)
+        super().highlightBlock(text)

@@ -29,6 +29,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from workbench.ui.markdown_render import render_markdown
 from workbench.ui.run_activity import ThinkingRow
 
 if TYPE_CHECKING:
@@ -250,7 +251,7 @@ class MessageBlock(QFrame):
     def set_text(self, text: str, *, markdown: bool = True) -> None:
         self._text = text
         if markdown and self.role != "user":
-            self.body.setMarkdown(text)
+            render_markdown(self.body, text)  # tables and code blocks polished (markdown_render)
         else:
             self.body.setPlainText(text)
 
@@ -268,7 +269,7 @@ class MessageBlock(QFrame):
         if self.streaming:
             self.streaming = False
             self.body.growing = False
-            self.body.setMarkdown(self._text)
+            render_markdown(self.body, self._text)
         if stopped:
             self.mark("stopped")
 
@@ -550,6 +551,9 @@ class TranscriptView(QScrollArea):
             if colors != self._palette:
                 self._palette = colors
                 self._content.setStyleSheet(transcript_style_sheet(colors))
+                for m in self.messages():  # tables and code boxes carry the theme's colours
+                    if m.role != "user" and not m.streaming and m.text:
+                        m.set_text(m.text)
 
     def add_user_message(self, text: str) -> MessageBlock:
         self.end_message()
