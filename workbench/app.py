@@ -211,9 +211,10 @@ async def _amain(app: Any, args: argparse.Namespace) -> int:
 
     try:
         workspace, model = start_workspace(settings, args.workspace)
-        await window.open_workspace(workspace, model=args.model or model)
     except (WorkbenchError, OSError) as e:
         window.error_bar.show_message(f"Could not open the workspace: {e}. Use File → Open workspace….")
+    else:  # G9: a failure is shown with Edit workbench.yaml / Try again / Open workspace… / Open the demo
+        await window.try_open_workspace(workspace, model=args.model or model)
     if args.exit_after_start:
         print(json.dumps({"shown_s": round(shown, 3), "litellm_imported_at_show": litellm_at_show,
                           "model": window.session.model_name if window.session else None,

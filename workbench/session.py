@@ -48,6 +48,9 @@ def make_model(config: WorkbenchConfig, *, api_key: str | None = None, threaded:
 class Session:
     """One workspace and its current thread. Create with ``await Session.open(...)``."""
 
+    _config_stamp: tuple[Any, ...] | None = None
+    """G9: workbench.yaml as ``open`` read it (``config_stamp``); None when the config was passed in."""
+
     def __init__(self, workspace: Path, config: WorkbenchConfig, store: Store, engine: Engine, thread_id: str,
                  *, ignored: tuple[Any, ...] = (), notices: tuple[str, ...] = ()) -> None:
         self.workspace = workspace
@@ -94,6 +97,7 @@ class Session:
         ws = Path(workspace).expanduser().resolve()
         if not ws.is_dir():
             raise ConfigError(f"workspace {ws} is not a folder")
+        stamp = None if config is not None else config_stamp(ws)  # before reading: a later change shows
         cfg = config or load_config(ws)
         ignored: tuple[Any, ...] = ()
         notices: tuple[str, ...] = ()
@@ -136,7 +140,14 @@ class Session:
             thread_id = store.create_thread()
         elif store.thread(thread_id) is None:
             raise ConfigError(f"no thread {thread_id!r} in {store.path}")
-        return cls(ws, cfg, store, engine, thread_id, ignored=ignored, notices=notices)
+        session = cls(ws, cfg, store, engine, thread_id, ignored=ignored, notices=notices)
+        session._config_stamp = stamp
+        return session
+
+    def config_changed(self) -> bool:
+        """G9: whether the workspace's workbench.yaml changed since ``open`` read it (the window reopens
+        the workspace before the next run). False for a session opened with a ``config`` of its own."""
+        return self._config_stamp is not None and config_stamp(self.workspace) != self._config_stamp
 
     # -- runs ----------------------------------------------------------------------------------------------
     @property
@@ -459,6 +470,25 @@ class Session:
         if callable(close):
             close()
         self.store.close()
+
+
+def config_stamp(workspace: Path) -> tuple[Any, ...]:
+    """G9: what the workspace's workbench.yaml holds now: its size and a hash of its bytes (not the
+    mtime alone: an editor's save without a change reloads nothing); ("absent",) without one."""
+    import hashlib
+
+    from workbench.config import config_path
+
+    path = config_path(workspace)
+    try:
+        st = path.stat()
+        if st.st_size > 4 << 20:  # never hashed: load_config refuses a file this big anyway
+            return ("large", st.st_size, st.st_mtime_ns)
+        return (st.st_size, hashlib.sha256(path.read_bytes()).hexdigest())
+    except FileNotFoundError:
+        return ("absent",)
+    except OSError as e:
+        return ("unreadable", str(e))
 
 
 def _sets_default_permission(workspace: Path) -> bool:

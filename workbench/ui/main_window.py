@@ -43,6 +43,7 @@ from workbench.ui.threads_panel import ThreadsPanel
 from workbench.ui.transcript import TranscriptView
 from workbench.ui.window_widgets import ErrorBar, PromptEdit, _status_bar
 from workbench.ui.window_keys import install_keyboard
+from workbench.ui import window_open
 
 if TYPE_CHECKING:
     from workbench.engine.middleware import RunResult
@@ -95,6 +96,7 @@ class MainWindow(QMainWindow):
         self.settings = settings if settings is not None else load_user_settings()
         self.persist = persist
         self.session: Session | None = None
+        self.opened_with: dict[str, Any] = {}  # G9: model/api_base the workspace was opened with (reload)
         self._trust_declined: dict[str, str] = {}  # W1: workspace -> hash of the settings opened without
         self.bridge = Bridge(parent=self)
         self._drive_task: asyncio.Task[Any] | None = None
@@ -248,16 +250,25 @@ class MainWindow(QMainWindow):
     # -- workspaces -------------------------------------------------------------------------------------
     async def open_workspace(self, path: Path | str, *, model: str | None = None, api_base: str | None = None,
                              thread_id: str | None = None) -> Session:
-        """Open a workspace folder (its newest thread, or ``thread_id``) and show it."""
+        """Open a workspace folder (its newest thread, or ``thread_id``) and show it.
+
+        G9: the new session opens before the current one closes; on failure the current one stays open
+        and the error bar shows the error with Edit / Try again (``window_open``), then it is raised."""
         from workbench.session import Session
 
         ws = Path(path).expanduser().resolve()
-        trust = await self._trust_decision(ws)  # before closing the current one: a bad file keeps it (G9)
-        await self.close_session()
-        self.status.showMessage(f"Opening {ws} …")
-        session = await Session.open(ws, thread_id, model=model or self.settings.model,
-                                     api_base=api_base or self.settings.api_base, threaded_model=True,
-                                     default_permission=self.settings.default_permission, trust=trust)
+        try:
+            trust = await self._trust_decision(ws)
+            self.status.showMessage(f"Opening {ws} …")
+            session = await Session.open(ws, thread_id, model=model or self.settings.model,
+                                         api_base=api_base or self.settings.api_base, threaded_model=True,
+                                         default_permission=self.settings.default_permission, trust=trust)
+        except window_open.OPEN_FAILURES as e:
+            window_open.show_open_error(self, ws, e, {"model": model, "api_base": api_base, "thread_id": thread_id})
+            raise
+        await self.close_session()  # only now: the new one opened
+        self.opened_with = {"model": model, "api_base": api_base}
+        window_open.clear_open_error(self)
         for notice in session.notices:  # W1: which untrusted settings were ignored
             self.error_bar.show_message(notice)
         if thread_id is None:
@@ -277,6 +288,13 @@ class MainWindow(QMainWindow):
         self.sig_session_opened.emit(session)
         self.warm_up()
         return session
+
+    async def try_open_workspace(self, path: Path | str, **kwargs: Any) -> Session | None:
+        """``open_workspace`` for menus and buttons: a failure is shown (G9), not raised; None then."""
+        try:
+            return await self.open_workspace(path, **kwargs)
+        except window_open.OPEN_FAILURES:
+            return None
 
     async def _trust_decision(self, ws: Path) -> str | bool | None:
         """W1: ask before the session opens when the workspace asks for settings not trusted yet.
@@ -318,12 +336,16 @@ class MainWindow(QMainWindow):
     async def close_session(self) -> None:
         """Stop what runs, close the session (its model worker and store)."""
         task = self._drive_task
-        if task is not None and not task.done():
+        if task is not None and task is asyncio.current_task():
+            pass  # G9: the send that reloads workbench.yaml before its run: it goes on
+        elif task is not None and not task.done():
             if self.session is not None and self.session.running:
                 await self.session.stop()
             task.cancel()
             await asyncio.wait([task], timeout=5)
-        self._drive_task = None
+            self._drive_task = None
+        else:
+            self._drive_task = None
         await self._settle_panels()  # a panel still reading through the session would hit a closed store
         session, self.session = self.session, None
         self.bridge.attach(None)
@@ -372,14 +394,14 @@ class MainWindow(QMainWindow):
         finally:
             qt_async.release_dialog(dialog)
         if code == QFileDialog.DialogCode.Accepted and files:
-            await self.open_workspace(files[0])
+            await self.try_open_workspace(files[0])
 
     @Slot()
     def _fill_recent_menu(self) -> None:
         self.recent_menu.clear()
         for p in self.settings.recent_workspaces:
             action = self.recent_menu.addAction(p)
-            action.triggered.connect(lambda _=False, p=p: qt_async.start(self.open_workspace(p), name="open-recent"))
+            action.triggered.connect(lambda _=False, p=p: qt_async.start(self.try_open_workspace(p), name="open-recent"))
         self.recent_menu.setEnabled(bool(self.settings.recent_workspaces))
 
     async def open_settings(self) -> None:
@@ -398,7 +420,7 @@ class MainWindow(QMainWindow):
             values = applied[-1]
             self.settings = load_user_settings() if self.persist else self.settings
             target = Path(getattr(values, "workspace", ws) or ws)
-            await self.open_workspace(target)
+            await self.try_open_workspace(target)
 
     # -- runs -------------------------------------------------------------------------------------------
     @property
@@ -417,6 +439,9 @@ class MainWindow(QMainWindow):
         if session.pending:
             self.status.showMessage("The run is waiting for your decisions: decide them first.", 5000)
             self.on_review_pending()
+            return
+        if session.config_changed():  # G9: read a changed workbench.yaml again before the run starts
+            self._drive_task = qt_async.start(window_open.reload_then_send(self, text), name="reload-run")
             return
         self.input.clear()
         self.transcript.add_user_message(text)

@@ -6,11 +6,21 @@ Kept out of ``main_window`` so that module holds the window's behaviour only.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from PySide6.QtCore import QEvent, Qt, Signal
 from PySide6.QtGui import QKeyEvent
-from PySide6.QtWidgets import QFrame, QHBoxLayout, QLabel, QPlainTextEdit, QPushButton, QStatusBar, QWidget
+from PySide6.QtWidgets import (
+    QFrame,
+    QHBoxLayout,
+    QLabel,
+    QPlainTextEdit,
+    QPushButton,
+    QStatusBar,
+    QVBoxLayout,
+    QWidget,
+)
 
 from workbench.ui.transcript import palette as transcript_palette
 
@@ -48,12 +58,24 @@ class ErrorBar(QFrame):
         self.label.setObjectName("error_text")
         self.label.setWordWrap(True)
         self.label.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
-        lay.addWidget(self.label, 1)
+        # G9: actions offered with the message (Edit workbench.yaml, Try again, …), in a row under it
+        col = QVBoxLayout()
+        col.setSpacing(4)
+        col.addWidget(self.label)
+        self._actions = QHBoxLayout()
+        self._actions.setSpacing(6)
+        self._actions.addStretch(1)
+        col.addLayout(self._actions)
+        lay.addLayout(col, 1)
+        self.action_buttons: list[QPushButton] = []
         close = QPushButton("Dismiss", self)
+        close.setObjectName("dismiss_error")
         close.setAutoDefault(False)
-        close.clicked.connect(self.hide)
-        lay.addWidget(close)
+        close.clicked.connect(self.clear)
+        lay.addWidget(close, 0, Qt.AlignmentFlag.AlignTop)
         self.messages: list[str] = []
+        self.tag = ""
+        """What the message is about ("open": a workspace failed to open), "" for anything else."""
         self.hide()
 
     def _apply_colors(self) -> None:
@@ -71,10 +93,34 @@ class ErrorBar(QFrame):
         if event.type() in (QEvent.Type.StyleChange, QEvent.Type.PaletteChange):
             self._apply_colors()
 
-    def show_message(self, text: str) -> None:
+    def show_message(self, text: str, *, actions: Sequence[tuple[str, str, Callable[[], Any]]] = (),
+                     tag: str = "") -> None:
+        """Show ``text`` (replacing what was shown) with a button per action: (object name, label, callback)."""
         self.messages.append(text)
         self.label.setText(text)
+        self._set_actions(actions)
+        self.tag = tag
         self.show()
+
+    def clear(self) -> None:
+        """Hide the bar and forget its actions."""
+        self._set_actions(())
+        self.tag = ""
+        self.hide()
+
+    def _set_actions(self, actions: Sequence[tuple[str, str, Callable[[], Any]]]) -> None:
+        for b in self.action_buttons:
+            self._actions.removeWidget(b)
+            b.deleteLater()
+        self.action_buttons = []
+        for name, label, callback in actions:
+            b = QPushButton(label, self)
+            b.setObjectName(name)
+            b.setAccessibleName(label.rstrip("…"))
+            b.setAutoDefault(False)
+            b.clicked.connect(lambda _=False, cb=callback: cb())
+            self._actions.insertWidget(self._actions.count() - 1, b)  # before the stretch: left-aligned
+            self.action_buttons.append(b)
 
 
 def _status_bar(parent: QWidget) -> QStatusBar:

@@ -1,0 +1,130 @@
+"""How the window opens a workspace and what it does when that fails (G9).
+
+``MainWindow.open_workspace`` opens the new Session first and closes the current one only once the
+new one is open: a bad ``workbench.yaml`` (or any other failure to open) leaves the current workspace
+open and usable. The failure is shown in the window's error bar — the ConfigError's own message, which
+names the file, line and key — with "Edit workbench.yaml" (the file opens in the system's editor) and
+"Try again"; with no workspace open yet (start-up) also "Open workspace…" and "Open the demo".
+
+A changed ``workbench.yaml`` is read again before the next run starts (``Session.config_changed``): the
+workspace is reopened on the same thread, through the same trust check (W1) as any open. If the new file
+is bad, the run does not start and the error says why; the old config is never used silently.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from PySide6.QtCore import QUrl
+from PySide6.QtGui import QDesktopServices
+
+from workbench.errors import WorkbenchError
+from workbench.ui import qt_async
+
+if TYPE_CHECKING:
+    from workbench.session import Session
+    from workbench.ui.main_window import MainWindow
+
+log = logging.getLogger(__name__)
+
+OPEN_ERROR_TAG = "open"
+"""The error bar's tag while it shows a failure to open (a successful open clears only that)."""
+
+OPEN_FAILURES = (WorkbenchError, OSError)
+"""What a failure to open a workspace can raise (shown with the actions; anything else is a bug)."""
+
+_FILE_AT_LINE = re.compile(r"^(?P<file>.+?\.ya?ml)(?::\d+)?:\s")
+
+
+def file_to_edit(workspace: Path, error: BaseException) -> Path:
+    """The file the error is about: the YAML file its message starts with (a user permissions file, say),
+    else the workspace's ``workbench.yaml``."""
+    from workbench.config import config_path
+
+    m = _FILE_AT_LINE.match(str(error))
+    if m:
+        named = Path(m.group("file")).expanduser()
+        if named.is_absolute() and named.is_file():
+            return named
+    return config_path(workspace)
+
+
+def show_open_error(window: MainWindow, workspace: Path, error: BaseException, open_args: dict[str, Any]) -> None:
+    """The failure in the error bar with what to do: edit the file, try again; with nothing open, also
+    open another workspace or the demo. The current workspace (if any) stays as it was."""
+    window.status.clearMessage()  # not "Opening …" for ever
+    target = file_to_edit(workspace, error)
+    detail = str(error) if isinstance(error, WorkbenchError) else f"{type(error).__name__}: {error}"
+    if not detail.startswith(str(workspace)):
+        detail = f"{workspace}: {detail}"  # the message names the file, line and key; else say where
+    current = window.session
+    if current is None:
+        stays = ""
+    elif current.workspace == workspace and current.config_changed():
+        stays = " No run starts until the file is fixed: its old settings are not used."
+    else:
+        stays = f" The workspace {current.workspace.name} stays open."
+    text = f"Could not open the workspace {workspace.name} — {detail.rstrip('.')}.{stays}"
+    actions: list[tuple[str, str, Any]] = [
+        ("edit_config", f"Edit {target.name}", lambda: edit_file(window, target)),
+        ("retry_open", "Try again",
+         lambda: qt_async.start(window.try_open_workspace(workspace, **open_args), name="open-again")),
+    ]
+    if window.session is None:
+        actions.append(("open_other_workspace", "Open workspace…",
+                        lambda: qt_async.start(window.choose_workspace(), name="open-workspace")))
+        actions.append(("open_demo", "Open the demo",
+                        lambda: qt_async.start(open_demo(window), name="open-demo")))
+    window.error_bar.show_message(text, actions=actions, tag=OPEN_ERROR_TAG)
+
+
+def clear_open_error(window: MainWindow) -> None:
+    """A workspace opened: the failure shown before is over (other messages stay)."""
+    if window.error_bar.tag == OPEN_ERROR_TAG:
+        window.error_bar.clear()
+
+
+def edit_file(window: MainWindow, path: Path) -> None:
+    """Open ``path`` in the system's editor for its type (QDesktopServices); if none is set up, say where
+    the file is so the person can open it themselves."""
+    if QDesktopServices.openUrl(QUrl.fromLocalFile(str(path.resolve()))):
+        window.status.showMessage(f"Opened {path} in your editor: save it, then press Try again.", 8000)
+        return
+    log.warning("no application opened %s", path)
+    window.status.showMessage(f"No application is set up to open {path.name} files: open {path} in "
+                              f"your editor, then press Try again.", 15000)
+
+
+async def open_demo(window: MainWindow) -> Session | None:
+    """The demo workspace (copied to the user data folder on first use), on the demo model."""
+    from workbench.app import ensure_demo_workspace
+
+    try:
+        demo = ensure_demo_workspace()
+    except OSError as e:
+        window.error_bar.show_message(f"Could not copy the demo workspace: {e}")
+        return None
+    return await window.try_open_workspace(demo, model="demo")
+
+
+async def reload_then_send(window: MainWindow, text: str) -> str:
+    """G9: the workspace's workbench.yaml changed since it was opened: open it again on the same thread
+    (trust asked again if it now asks for more, W1), then send ``text``. A bad file: the run does not
+    start, the error bar says why, and the prompt stays in the box."""
+    session = window.session
+    assert session is not None
+    window.status.showMessage(f"{session.workspace.name}/workbench.yaml changed: reading it again …")
+    try:
+        await window.open_workspace(session.workspace, thread_id=session.thread_id, **window.opened_with)
+    except OPEN_FAILURES:
+        return ""  # shown with its actions by open_workspace
+    window.input.clear()
+    window.transcript.add_user_message(text)
+    return await window._drive(text)
+
+
+__all__ = ["OPEN_ERROR_TAG", "OPEN_FAILURES", "clear_open_error", "edit_file", "file_to_edit", "open_demo",
+           "reload_then_send", "show_open_error"]
