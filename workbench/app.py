@@ -155,6 +155,9 @@ def plug_panels(window: Any) -> None:
         return
     panels.install_events_panel(window)
     panels.install_panels(window)
+    # The saved layout again, now that every dock exists: which docks are shown (Events) and which tab
+    # of a group is in front (issue 10); restoreDockWidget when each was added only placed it.
+    window.restore_layout()
 
 
 # ------------------------------------------------------------------------------------------------

@@ -214,6 +214,8 @@ class MainWindow(QMainWindow):
         self.view_menu.addAction(action)
         if not visible:
             dock.hide()
+        elif self.isVisible():
+            dock.show()  # a child added to a shown window stays hidden (and out of its tab group) otherwise
         self.restoreDockWidget(dock)  # back where the saved layout had it, for panels added later
         return dock
 
