@@ -31,6 +31,7 @@ from PySide6.QtWidgets import (
 
 from workbench.ui.markdown_render import render_markdown
 from workbench.ui.run_activity import ThinkingRow
+from workbench.ui.transcript_endings import RunEndings
 
 if TYPE_CHECKING:
     from workbench.engine.messages import Message
@@ -428,6 +429,12 @@ class NoticeBlock(QFrame):
             lay.addWidget(self.button, 0, Qt.AlignmentFlag.AlignVCenter)
 
 
+def _no_retry(block: NoticeBlock) -> None:
+    if block.button is not None and block.button.isEnabled():
+        block.button.setEnabled(False)
+        block.button.setToolTip("A later run replaced this one: only the latest failed run can be retried")
+
+
 class TranscriptView(QScrollArea):
     """The centre of the window: renders a thread's messages and its live run from bridge signals."""
 
@@ -479,6 +486,11 @@ class TranscriptView(QScrollArea):
         bridge.sig_interrupt_raised.connect(self.on_interrupt)
         bridge.sig_run_finished.connect(self.on_run_finished)
         bridge.sig_interrupt_answered.connect(self._clear_pending_notice)
+        # G10: how each run ended, from the durable events replayed when a thread is attached
+        self.endings = RunEndings()
+        bridge.sig_thread_attached.connect(lambda _tid: self.endings.reset())
+        bridge.sig_event_received.connect(self.endings.add)
+        bridge.sig_run_started.connect(self._retire_retry)  # only the latest failed run offers Retry
         bridge.sig_step_started.connect(self._start_thinking)
         for sig in (bridge.sig_text_streamed, bridge.sig_tool_started, bridge.sig_usage_updated,
                     bridge.sig_interrupt_raised, bridge.sig_run_finished, bridge.sig_thread_attached):
@@ -563,16 +575,27 @@ class TranscriptView(QScrollArea):
         self._stick = True
         return block
 
-    def add_error(self, error: str) -> NoticeBlock:
-        """A failed run: the error in plain words, what to do next, and Retry (re-runs the failed step)."""
+    def add_error(self, error: str, *, retry: bool = True) -> NoticeBlock:
+        """A failed run: the error in plain words, what to do next, and Retry (re-runs the failed step).
+        Only the newest card offers Retry; ``retry`` False: a card of a run that later runs replaced."""
         self.end_message()
+        self._retire_retry()
         block = NoticeBlock("error", f"The run failed: {error}", advice_for(error), button="Retry")
         assert block.button is not None
         block.button.setObjectName("retry_run")
         block.button.setToolTip("Run the failed step again from the last checkpoint")
         block.button.clicked.connect(self.sig_retry_requested)
+        if not retry:
+            _no_retry(block)
         self._add(block)
         return block
+
+    @Slot()
+    @Slot(str)
+    def _retire_retry(self, *_: Any) -> None:
+        """A later run started or a retry succeeded: the failure cards shown so far no longer offer Retry."""
+        for block in self.notices("error"):
+            _no_retry(block)
 
     def add_info(self, text: str) -> NoticeBlock:
         block = NoticeBlock("info", text)
@@ -608,22 +631,29 @@ class TranscriptView(QScrollArea):
         try:
             self.clear()
             self._set_empty_hint(demo=info.get("model") == "demo")
-            self.render_messages(info.get("messages") or [])
+            messages = info.get("messages") or []
+            self.render_messages(messages, self.endings.place(messages))  # G10: each run's ending too
             pending = list(info.get("pending") or [])
             for q in pending:
                 if q.call_id and q.call_id in self._rows:
                     self._rows[q.call_id].set_status(_waiting_status(getattr(q, "kind", "")))
             status = info.get("status")
-            if status == "failed" and info.get("error"):
-                self.add_error(str(info["error"]))
+            if status == "failed" and info.get("error") and self.endings.last_run not in self.endings.endings:
+                self.add_error(str(info["error"]))  # the last run never ended (cut off): last_error says so
             if pending:
                 self.show_pending_notice(len(pending))
         finally:
             self.setUpdatesEnabled(True)
         self._scroll_to_end()
 
-    def render_messages(self, messages: Sequence[Message]) -> None:
-        for m in messages:
+    def render_messages(self, messages: Sequence[Message],
+                        endings: dict[int, list[tuple[str, dict[str, Any]]]] | None = None) -> None:
+        """Committed messages as blocks; ``endings`` (``RunEndings.place``): run endings shown before
+        message i (after the last one at ``len(messages)``), as they were shown live (G10)."""
+        endings = endings or {}
+        for i, m in enumerate(messages):
+            for run_id, ending in endings.get(i, ()):
+                self.show_ending(ending, latest=run_id == self.endings.last_run)
             if m.role == "user":
                 self._add(MessageBlock("user", m.content, markdown=False))
             elif m.role == "assistant":
@@ -643,6 +673,8 @@ class TranscriptView(QScrollArea):
                     row.set_result(m.content, str(m.meta.get("status", "ok")))
                     if m.meta.get("edited"):  # P6: the model's call is kept; show what ran
                         row.mark_edited(m.meta.get("arguments"))
+        for run_id, ending in endings.get(len(messages), ()):
+            self.show_ending(ending, latest=run_id == self.endings.last_run)
         for row in self._rows.values():  # calls of an interrupted step that never got a result
             if row.status == "running":
                 row.set_status("stopped")
@@ -714,12 +746,24 @@ class TranscriptView(QScrollArea):
             for row in self._rows.values():
                 if row.status == "running":
                     row.set_status("stopped" if stopped else "error")
+        self.show_ending(data)
+
+    def show_ending(self, data: dict[str, Any], *, latest: bool = True) -> None:
+        """How a run ended (``run_finished`` data), live or rebuilt after a reload (G10): a failure card
+        (Retry only on the ``latest`` run), "Stopped…" (with the budget's field, spent and limit when a
+        budget stopped it), or the pending notice; a run that is done shows its answer only."""
+        status = data.get("status")
+        if status != "failed":
+            self._retire_retry()  # e.g. a retry that went through: nothing is left to retry
         if status == "failed":
-            self.add_error(str(data.get("error") or "unknown error"))
-        elif stopped:
+            self.add_error(str(data.get("error") or "unknown error"), retry=latest)
+        elif status == "aborted":
             self.add_info(_stopped_text(str(data.get("error") or "")))
-        elif status == "interrupted":
+        elif status == "interrupted" and latest:
             self.show_pending_notice(int(data.get("pending") or 1))
+        elif status == "interrupted":  # left undecided, and a later run went on
+            n = int(data.get("pending") or 1)
+            self.add_info(f"This run was left waiting for {n} decision{'s' if n != 1 else ''}.")
 
     # -- scrolling ------------------------------------------------------------------------------------
     @Slot(int, int)
