@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 from PySide6.QtCore import QObject, QUrl, Slot
-from PySide6.QtGui import QDesktopServices
+from PySide6.QtGui import QDesktopServices, QTextCursor
 
 from tests.stub_server import StubReply, StubServer
 from tests.ui.helpers import button, click, find_dialog, wait_for
@@ -55,6 +55,7 @@ async def test_g9_a_bad_workbench_yaml_keeps_the_current_workspace_usable(
     closed-database error."""
     from workbench.app import plug_panels
 
+    (stub_workspace / "AGENTS.md").write_text("# Rules\n", encoding="utf-8")
     window = await windows()
     plug_panels(window)
     await window.open_workspace(stub_workspace)
@@ -76,11 +77,16 @@ async def test_g9_a_bad_workbench_yaml_keeps_the_current_workspace_usable(
     window.threads_panel.select(first)
     await wait_for(lambda: window.session.thread_id == first, what="the first thread again")
     assert window.transcript.messages()[-1].text == "Still here."
-    # panels work on the open session (the Instructions editor saves AGENTS.md)
+    # panels work on the open session: the Instructions editor saves AGENTS.md (typed, then Save clicked)
     panel = window.panels["Instructions"]
-    assert panel._session is window.session
-    await window.session.write_document("/project/AGENTS.md", "# Saved after a failed open\n")
-    assert (stub_workspace / "AGENTS.md").read_text() == "# Saved after a failed open\n"
+    await panel.tasks.wait_idle()
+    assert panel.open_path == "/project/AGENTS.md"
+    panel.editor.moveCursor(QTextCursor.MoveOperation.End)
+    qtbot.keyClicks(panel.editor, "Saved after a failed open.")
+    click(qtbot, panel.save_button)
+    await panel.tasks.wait_idle()
+    assert (stub_workspace / "AGENTS.md").read_text() == "# Rules\nSaved after a failed open."
+    assert "Saved /project/AGENTS.md" in panel.message_label.text()
     await window._settle_panels()
 
 
