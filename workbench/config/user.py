@@ -22,6 +22,8 @@ log = logging.getLogger("workbench.config")
 
 MAX_RECENT_WORKSPACES = 10
 SETTINGS_FILENAME = "settings.json"
+THEMES = ("system", "light", "dark")
+"""The window's theme choices (``UserSettings.theme``)."""
 
 
 def user_config_dir() -> Path:
@@ -85,6 +87,7 @@ class UserSettings:
     recent_workspaces: list[str] = field(default_factory=list)
     last_workspace: str | None = None
     window: dict[str, str] = field(default_factory=dict)
+    theme: str = "system"  # View → Theme: one of THEMES ("system" follows the desktop's colour scheme)
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
@@ -108,6 +111,7 @@ class UserSettings:
             last_workspace=opt_str(data.get("last_workspace")),
             window=({k: v for k, v in window.items() if isinstance(k, str) and isinstance(v, str)}
                     if isinstance(window, dict) else {}),
+            theme=data["theme"] if data.get("theme") in THEMES else "system",
         )
 
 

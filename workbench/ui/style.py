@@ -1,7 +1,8 @@
 """The style sheet: a light and a dark variant from ``resources/style/``, following the system.
 
 ``apply_style(app)`` picks the variant from the system colour scheme (``QStyleHints.colorScheme()``,
-else the palette's lightness) and re-applies it when the scheme changes. The sheets are loaded with
+else the palette's lightness) and re-applies it when the scheme changes; ``apply_theme_choice`` applies
+the person's choice from View → Theme (system, light or dark; ``UserSettings.theme``). The sheets are loaded with
 ``importlib.resources`` from the ``workbench.resources`` package, never relative to the current folder.
 
 Widgets opt into styling through dynamic properties the sheets select on:
@@ -176,6 +177,13 @@ def apply_style(app: QApplication, theme: Theme | None = None) -> Theme:
         hints.colorSchemeChanged.connect(lambda _scheme, a=app: _on_scheme_changed(a))
         app.setProperty("_workbench_style_connected", True)
     return chosen
+
+
+def apply_theme_choice(app: QApplication, choice: str) -> Theme:
+    """Apply a ``UserSettings.theme`` choice: ``system`` follows the desktop, ``light``/``dark`` stay."""
+    if choice in STATUS_COLORS:
+        return apply_style(app, choice)  # type: ignore[arg-type]
+    return apply_style(app, None)
 
 
 def _on_scheme_changed(app: QApplication) -> None:

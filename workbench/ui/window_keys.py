@@ -3,6 +3,7 @@ the focus goes.
 
 - File: New thread (Ctrl+N), Rename thread… (F2), Settings… (Ctrl+, and the platform's Preferences key).
 - Run: Send (Ctrl+Enter), Stop (Esc; enabled while the Stop button is, so Esc is free otherwise).
+- View: Theme (System / Light / Dark), applied at once and remembered (``UserSettings.theme``).
 - The prompt box has the focus when the window opens and when a run ends (unless the person is typing
   in another text field then); Tab leaves it (``PromptEdit``).
 
@@ -14,8 +15,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from PySide6.QtCore import QEvent, QObject
-from PySide6.QtGui import QAction, QKeySequence
-from PySide6.QtWidgets import QApplication, QLineEdit, QPlainTextEdit, QTextEdit
+from PySide6.QtGui import QAction, QActionGroup, QKeySequence
+from PySide6.QtWidgets import QApplication, QLineEdit, QMenu, QPlainTextEdit, QTextEdit
 
 from workbench.ui import qt_async
 
@@ -81,6 +82,51 @@ def install_keyboard(window: MainWindow) -> None:
 
     window.sig_run_settled.connect(lambda _status: focus_prompt(window, unless_typing=True))
     window.input.setFocus()  # recorded while hidden: the window opens with the prompt focused
+    install_theme_menu(window)
+
+
+THEME_LABELS = {"system": "&System", "light": "&Light", "dark": "&Dark"}
+
+
+def install_theme_menu(window: MainWindow) -> None:
+    """View → Theme: System / Light / Dark, applied at once and kept in ``UserSettings.theme``; the
+    saved choice is applied now (``system`` leaves the sheet the application started with)."""
+    from workbench.ui.style import apply_theme_choice
+
+    menu = QMenu("&Theme", window)
+    menu.setObjectName("theme_menu")
+    group = QActionGroup(menu)
+    group.setExclusive(True)
+    window.theme_actions = {}
+    chosen = getattr(window.settings, "theme", "system")
+    for key, label in THEME_LABELS.items():
+        action = QAction(label, menu)
+        action.setCheckable(True)
+        action.setChecked(key == chosen)
+        action.setData(key)
+        action.triggered.connect(lambda _checked=False, key=key: set_theme(window, key))
+        group.addAction(action)
+        menu.addAction(action)
+        window.theme_actions[key] = action
+    first = window.view_menu.actions()[0] if window.view_menu.actions() else None
+    window.view_menu.insertMenu(first, menu)
+    window.view_menu.insertSeparator(first)
+    window.theme_menu = menu
+    app = QApplication.instance()
+    if chosen != "system" and isinstance(app, QApplication):
+        apply_theme_choice(app, chosen)
+
+
+def set_theme(window: MainWindow, choice: str) -> None:
+    """Apply a theme choice to the application now and remember it in the user settings."""
+    from workbench.ui.style import apply_theme_choice
+
+    app = QApplication.instance()
+    if isinstance(app, QApplication):
+        apply_theme_choice(app, choice)
+    window.theme_actions[choice].setChecked(True)
+    window.settings.theme = choice
+    window._save_settings()
 
 
 def _typing_elsewhere(window: MainWindow) -> bool:
@@ -113,4 +159,4 @@ def rename_current_thread(window: MainWindow) -> None:
     qt_async.start(panel.rename_selected(), name="rename-thread")
 
 
-__all__ = ["focus_prompt", "install_keyboard", "rename_current_thread"]
+__all__ = ["focus_prompt", "install_keyboard", "install_theme_menu", "rename_current_thread", "set_theme"]
