@@ -120,3 +120,49 @@ async def test_old_retry_buttons_become_inactive_after_a_retry(
     assert await asyncio.wait_for(window.wait_settled(), 20) == "done"
     assert not any(n.button.isEnabled() for n in window.transcript.notices("error"))
     assert window.transcript.messages()[-1].text == "Now it works."
+
+
+class _Msg:
+    def __init__(self, run: str | None) -> None:
+        self.meta = {"run": run} if run is not None else {}
+
+
+def test_g10_endings_are_placed_once_in_run_order_after_their_runs_messages() -> None:
+    """G10, property: whatever runs, messages and endings a thread has (runs without messages after
+    compression, messages without a run id, runs that never ended), every ending is placed exactly
+    once, in the order the runs started, after its run's last message and before any later run's."""
+    from hypothesis import given, settings
+    from hypothesis import strategies as st
+
+    from workbench.engine.events import Event
+    from workbench.ui.transcript_endings import RunEndings
+
+    runs_st = st.lists(st.tuples(st.integers(0, 3), st.booleans(), st.booleans()), min_size=0, max_size=7)
+
+    @settings(max_examples=300, deadline=None)
+    @given(runs_st)
+    def check(runs: list[tuple[int, bool, bool]]) -> None:
+        endings = RunEndings()
+        messages: list[_Msg] = []
+        owner: list[int] = []  # index of the run each message belongs to (-1: none)
+        for n, (count, ended, stray) in enumerate(runs):
+            rid = f"r{n}"
+            endings.add(Event("run_started", "t", rid, 0, {}))
+            for _ in range(count):
+                messages.append(_Msg(rid))
+                owner.append(n)
+            if stray:
+                messages.append(_Msg(None))
+                owner.append(-1)
+            if ended:
+                endings.add(Event("run_finished", "t", rid, 1, {"status": "done"}))
+        placed = endings.place(messages)  # type: ignore[arg-type]
+        flat = [(i, rid) for i in sorted(placed) for rid, _ in placed[i]]
+        expected = [f"r{n}" for n, (_, ended, _) in enumerate(runs) if ended]
+        assert [rid for _, rid in flat] == expected
+        for i, rid in flat:
+            n = int(rid[1:])
+            assert all(o <= n for o in owner[:i] if o >= 0), (runs, placed)  # nothing later before it
+            assert all(o > n for o in owner[i:] if o >= 0), (runs, placed)   # all of its own before it
+
+    check()
