@@ -118,9 +118,14 @@ async def test_g9_try_again_and_edit_workbench_yaml(windows: Any, demo_workspace
     assert not window.error_bar.isVisible()
 
 
-async def test_g9_a_bad_workbench_yaml_at_start_up(windows: Any, tmp_path: Path, qtbot: Any) -> None:
+@pytest.mark.parametrize("trusted", [True, False], ids=["WORKBENCH_TRUST=1", "trust-check-reads-the-file"])
+async def test_g9_a_bad_workbench_yaml_at_start_up(windows: Any, tmp_path: Path, qtbot: Any, trusted: bool,
+                                                   monkeypatch: pytest.MonkeyPatch) -> None:
     """With no workspace open yet, a bad file leaves a usable window: the error with its actions, and a
-    way to open another workspace or the demo."""
+    way to open another workspace or the demo. Both where the file first fails: in Session.open, or
+    already in the trust check (W1) that reads it before."""
+    if not trusted:
+        monkeypatch.delenv("WORKBENCH_TRUST", raising=False)
     broken = bad_workspace(tmp_path)
     window = await windows()
     assert await window.try_open_workspace(broken) is None
