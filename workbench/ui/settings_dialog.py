@@ -43,6 +43,7 @@ from workbench import keystore
 from workbench.config import EFFECTS, UserSettings, add_recent_workspace, save_user_settings
 from workbench.errors import ModelError, WorkbenchError
 from workbench.secrets import env_var_for, provider_of
+from workbench.ui.dialog_fit import grow_with_contents
 from workbench.ui.style import set_status_property
 
 log = logging.getLogger(__name__)
@@ -248,6 +249,7 @@ class SettingsDialog(QDialog):
         self.buttons.rejected.connect(self.reject)
         self.finished.connect(self._on_finished)
         self._refresh_key_source()
+        grow_with_contents(self)  # a longer message or key source makes it taller, never clipped
 
     def _label(self, text: str, buddy: QWidget) -> QLabel:
         label = QLabel(text, self)

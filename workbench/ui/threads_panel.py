@@ -173,6 +173,12 @@ class ThreadsPanel(QWidget):
         dialog.setLabelText("New title:")
         dialog.setTextEchoMode(QLineEdit.EchoMode.Normal)
         dialog.setTextValue(old or (item.text() if item else ""))
+        # Wide enough to show a long title whole (the default field cut it at ~170 px), within reason;
+        # the dialog's layout fixes its size from the field's.
+        field = dialog.findChild(QLineEdit)
+        if field is not None:
+            field.setAccessibleName("New title")
+            field.setMinimumWidth(min(max(380, field.fontMetrics().horizontalAdvance(dialog.textValue()) + 24), 720))
         self._dialog = dialog
         try:
             code = await ask_dialog(dialog)
