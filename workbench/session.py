@@ -476,15 +476,19 @@ def config_stamp(workspace: Path) -> tuple[Any, ...]:
     """G9: what the workspace's workbench.yaml holds now: its size and a hash of its bytes (not the
     mtime alone: an editor's save without a change reloads nothing); ("absent",) without one."""
     import hashlib
+    import stat
 
     from workbench.config import config_path
+    from workbench.config.reader import MAX_CONFIG_BYTES
 
     path = config_path(workspace)
     try:
         st = path.stat()
-        if st.st_size > 4 << 20:  # never hashed: load_config refuses a file this big anyway
-            return ("large", st.st_size, st.st_mtime_ns)
-        return (st.st_size, hashlib.sha256(path.read_bytes()).hexdigest())
+        if not stat.S_ISREG(st.st_mode) or st.st_size > MAX_CONFIG_BYTES:
+            # never read here (a FIFO would block the window): load_config refuses such a file anyway
+            return ("not read", st.st_mode, st.st_size, st.st_mtime_ns)
+        with path.open("rb") as f:
+            return (st.st_size, hashlib.sha256(f.read(MAX_CONFIG_BYTES + 1)).hexdigest())
     except FileNotFoundError:
         return ("absent",)
     except OSError as e:

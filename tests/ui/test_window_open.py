@@ -255,3 +255,37 @@ async def test_events_dock_and_selected_tab_come_back_after_a_restart(windows: A
     assert not second.dock("Events").isHidden()
     assert selected_tabs(second) == {"Budget"}, selected_tabs(second)
     await second._settle_panels()
+
+
+async def test_g9_session_config_changed(tmp_path: Path) -> None:
+    """Session.config_changed: by content (a save without a change reloads nothing), a new or removed
+    file counts, a FIFO in its place is never read (it would block the window) but counts as changed."""
+    import os
+    import time
+
+    from workbench.session import Session
+
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    yaml = ws / "workbench.yaml"
+    yaml.write_text("model: demo\n")
+    session = await Session.open(ws)
+    try:
+        assert not session.config_changed()
+        yaml.write_text("model: demo\n")  # saved again, same bytes
+        assert not session.config_changed()
+        yaml.write_text("model: demo\ninstructions: Be brief.\n")
+        assert session.config_changed()
+        yaml.unlink()
+        assert session.config_changed()
+        os.mkfifo(yaml)
+        started = time.monotonic()
+        assert session.config_changed()
+        assert time.monotonic() - started < 1.0
+    finally:
+        await session.close()
+    configured = await Session.open(ws, config=session.config)
+    try:
+        assert not configured.config_changed()  # a config of the caller's own: not the file's
+    finally:
+        await configured.close()
