@@ -260,6 +260,19 @@ class Session:
     def usage(self) -> Usage:
         return self.store.thread_usage(self.thread_id)
 
+    def budget_figures(self) -> list[dict[str, Any]]:
+        """G11: each budget's committed spent/limit per field for the thread's newest run (the same
+        computation the budget enforces; live updates come as ``budget_updated`` events)."""
+        from workbench.harness.budget import measure_budgets
+
+        if not self.config.budget:
+            return []
+        run = self.last_run
+        run_id = run.id if run is not None else ""
+        run_usage = sum((u for _, u in self.store.usage_calls(self.thread_id, run_id)), Usage()) if run_id else Usage()
+        return measure_budgets(self.config.budget, run_usage=run_usage, thread_usage=self.usage,
+                               state=self._state(), run_id=run_id)
+
     @property
     def documents(self) -> list[dict[str, Any]]:
         """The newest ``documents_reported`` entries per source (instructions, skills)."""

@@ -244,13 +244,13 @@ async def test_B3_approval_may_raise_the_limit_for_the_run(tmp_path):
     engine = make(tmp_path, model, [BudgetLimit("run", {"total_tokens": 100}, interrupt=True)], tools=[probe.tool])
     first = await engine.run("t", "go")
     [q] = first.pending
-    second = await engine.resume("t", {q.id: {"decision": "approve", "raise_to": {"total_tokens": 300}}})
+    second = await engine.resume("t", {q.id: {"decision": "approve", "allow_more": {"total_tokens": 300}}})
     assert second.status == "interrupted"
-    # With 300 the second call's tools ran (150 < 300); the third call reached 300 and was held.
+    # G11: 150 spent + 300 more = 450: the second call's tools ran (300 < 450); the third reached 450.
     assert probe.calls == ["1", "2"] and model.calls == 3
     [q3] = second.pending
     assert q3.id == f"budget-{first.run_id}-c3"
-    assert q3.payload["spent"] == 300 and q3.payload["limit"] == 300
+    assert q3.payload["spent"] == 450 and q3.payload["limit"] == 450
 
 
 async def test_B3_refusing_a_hold_stops_the_run_aborted_with_the_reason(tmp_path):

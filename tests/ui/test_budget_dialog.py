@@ -66,19 +66,21 @@ def test_shows_the_limit_the_fields_and_the_held_calls(qtbot: Any) -> None:
     text = dialog.calls_view.toPlainText()
     assert "read_file" in text and "/project/README.md" in text and "write_file" in text and '"content": "hi"' in text
     assert not dialog.unpriced_label.isHidden()  # priced False: tokens only
-    assert set(dialog.raise_spins) == {"total_tokens"}  # only the field at its limit can be raised
+    assert set(dialog.allow_spins) == {"total_tokens"}  # only the field at its limit gets an amount
 
 
-def test_raise_must_be_over_what_was_spent(qtbot: Any) -> None:
+def test_G11_allow_more_must_be_over_zero_and_says_the_total(qtbot: Any) -> None:
     dialog = BudgetHoldDialog(hold())
     qtbot.addWidget(dialog)
-    spin = dialog.raise_spins["total_tokens"]
-    spin.setValue(150)
-    assert not dialog.raise_button.isEnabled() and "over 150" in dialog.raise_error.text()
+    spin = dialog.allow_spins["total_tokens"]
+    assert spin.value() == 100  # the configured limit again (B3)
+    spin.setValue(0)
+    assert not dialog.continue_button.isEnabled()
     spin.setValue(400)
-    assert dialog.raise_button.isEnabled() and dialog.raise_error.isHidden()
-    dialog.choose_raise()
-    assert dialog.decision() == {"decision": "approve", "raise_to": {"total_tokens": 400}}
+    assert dialog.continue_button.isEnabled() and dialog.continue_button.text() == "Allow 400 more tokens"
+    assert "until 550 tokens (150 spent + 400 more)" in dialog.allow_summary.text()
+    dialog.choose_continue()
+    assert dialog.decision() == {"decision": "approve", "allow_more": {"total_tokens": 400}}
 
 
 def test_closing_without_a_choice_fails_closed(qtbot: Any) -> None:
@@ -87,16 +89,16 @@ def test_closing_without_a_choice_fails_closed(qtbot: Any) -> None:
     assert dialog.decision() == {"decision": "reject", "reason": CLOSED_REASON, "message": CLOSED_REASON}
 
 
-async def test_ask_budget_hold_continue_raise_stop_and_escape(qtbot: Any) -> None:
+async def test_ask_budget_hold_allow_more_stop_and_escape(qtbot: Any) -> None:
     got = await answer(qtbot, ask_budget_hold(hold()), lambda d: click(qtbot, button(d, "budgetContinue")))
-    assert got == {"decision": "approve"}
+    assert got == {"decision": "approve", "allow_more": {"total_tokens": 100}}
 
-    def raise_to_250(d: Any) -> None:
-        d.raise_spins["total_tokens"].setValue(250)
-        click(qtbot, button(d, "budgetRaise"))
+    def allow_250(d: Any) -> None:
+        d.allow_spins["total_tokens"].setValue(250)
+        click(qtbot, button(d, "budgetContinue"))
 
-    got = await answer(qtbot, ask_budget_hold(hold()), raise_to_250)
-    assert got == {"decision": "approve", "raise_to": {"total_tokens": 250}}
+    got = await answer(qtbot, ask_budget_hold(hold()), allow_250)
+    assert got == {"decision": "approve", "allow_more": {"total_tokens": 250}}
 
     def stop(d: Any) -> None:
         qtbot.keyClicks(d.reason_edit, "too expensive")
@@ -112,7 +114,8 @@ async def test_ask_budget_hold_continue_raise_stop_and_escape(qtbot: Any) -> Non
 async def test_one_dialog_decides_every_hold_of_the_step(qtbot: Any) -> None:
     got = await answer(qtbot, ask_budget_holds([hold("c1"), hold("c2")], None),
                        lambda d: click(qtbot, button(d, "budgetContinue")))
-    assert got == {"budget-r1-c1": {"decision": "approve"}, "budget-r1-c2": {"decision": "approve"}}
+    d = {"decision": "approve", "allow_more": {"total_tokens": 100}}
+    assert got == {"budget-r1-c1": d, "budget-r1-c2": d}
 
 
 async def test_cancelling_the_ask_closes_the_dialog(qtbot: Any) -> None:
@@ -157,8 +160,9 @@ async def test_continue_finishes_the_run_through_the_stub_server(
     result = await session.resume(decisions)
     assert result.status == "done" and result.answer == "Both files read."
     assert session.status == "done" and stub_server.remaining == 0
-    # The full limit again: the run budget counts from the approval (50 of 100 after it).
-    assert panel.meter("run", "total_tokens").spent == 50
+    # The full limit again (G11, absolute): 150 spent + 100 more = 250; the run ended at 200.
+    meter = panel.meter("run", "total_tokens")
+    assert (meter.spent, meter.limit) == (200, 250)
     assert panel.run_usage.total_tokens == 200
     unsubscribe()
     await session.close()
@@ -197,7 +201,7 @@ async def test_stop_ends_the_run_aborted_and_keeps_the_partial_answer(tmp_path: 
     await session.close()
 
 
-async def test_raise_sets_raise_to_and_the_run_goes_on(tmp_path: Path, qtbot: Any) -> None:
+async def test_allow_more_sets_allow_more_and_the_run_goes_on(tmp_path: Path, qtbot: Any) -> None:
     ws = workspace(tmp_path)
     model = ScriptedModel([
         tool_reply(("read_file", {"path": "/project/README.md"}, "c1"), usage=U(150)),
@@ -212,17 +216,17 @@ async def test_raise_sets_raise_to_and_the_run_goes_on(tmp_path: Path, qtbot: An
     first = await session.run("go")
     [q] = first.pending
 
-    def raise_it(d: Any) -> None:
-        d.raise_spins["total_tokens"].setValue(400)
-        click(qtbot, button(d, "budgetRaise"))
+    def allow(d: Any) -> None:
+        d.allow_spins["total_tokens"].setValue(400)
+        click(qtbot, button(d, "budgetContinue"))
 
-    decision = await answer(qtbot, ask_budget_hold(q, None), raise_it)
-    assert decision == {"decision": "approve", "raise_to": {"total_tokens": 400}}
+    decision = await answer(qtbot, ask_budget_hold(q, None), allow)
+    assert decision == {"decision": "approve", "allow_more": {"total_tokens": 400}}
     result = await session.resume({q.id: decision})
-    # With a limit of 400 from the approval, 150 + 10 more never reach it: no second hold.
+    # 150 spent + 400 more = 550: 150 + 150 + 10 never reach it, no second hold.
     assert result.status == "done" and result.answer == "done" and model.calls == 3
     meter = panel.meter("run", "total_tokens")
-    assert (meter.spent, meter.limit) == (160, 400)
-    assert "raised" in meter.toolTip()
+    assert (meter.spent, meter.limit) == (310, 550)
+    assert "more allowed" in meter.toolTip()
     unsubscribe()
     await session.close()

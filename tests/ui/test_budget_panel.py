@@ -66,7 +66,7 @@ async def test_meters_follow_usage_updated_and_rebuild_from_the_store(tmp_path: 
     ])
     session, panel, unsubscribe = await open_with_panel(ws, model, qtbot)
     seen: list[tuple[float, float]] = []
-    session.subscribe(lambda e: e.type == "usage_updated" and seen.append(
+    session.subscribe(lambda e: e.type == "budget_updated" and e.step > 0 and seen.append(
         (panel.meter("run", "total_tokens").spent, panel.meter("session", "input_tokens").spent)), replay=False)
 
     result = await session.run("read the readme")

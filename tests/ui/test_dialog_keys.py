@@ -121,11 +121,11 @@ async def test_g7_budget_hold_dialog_enter_never_continues_or_raises(qtbot: Any)
     dialog = await find_dialog("budgetHoldDialog")
     assert _defaults(dialog) == []
     qtbot.keyClick(dialog, Qt.Key.Key_Return)
-    for spin in dialog.raise_spins.values():
+    for spin in dialog.allow_spins.values():
         spin.setFocus()
         qtbot.keyClick(spin, Qt.Key.Key_Up)
         qtbot.keyClick(spin, Qt.Key.Key_Return)
-    for b in (dialog.continue_button, dialog.raise_button):
+    for b in (dialog.continue_button,):
         b.setFocus()
         qtbot.keyClick(b, Qt.Key.Key_Return)
     await _settle()

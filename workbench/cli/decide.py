@@ -10,6 +10,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from workbench.budget_words import format_amount, hold_fields, more_words, until_words
 from workbench.cli.output import _err, _one_line, _Output, _question_summary, _short
 
 if TYPE_CHECKING:
@@ -71,7 +72,13 @@ class _Decider:
                 return {"decision": "reject", "message": "rejected by --approve none"}
             return self._ask_tool(q) if self.interactive else None
         if q.kind == "budget_hold":
-            if self.budget == "yes":
+            if self.budget == "yes":  # B3: the full limit again, said in amounts (G11)
+                amounts = {f: cap for f, _s, _l, cap in hold_fields(q.payload) if cap > 0}
+                if amounts:
+                    spent = {f: s for f, s, _l, _c in hold_fields(q.payload)}
+                    self.output.line(f"budget hold: allowed {', '.join(more_words(f, v) for f, v in amounts.items())} "
+                                     f"by --budget-approve yes: the run may go on until {until_words(spent, amounts)}")
+                    return {"decision": "approve", "allow_more": amounts}
                 return {"decision": "approve"}
             if self.budget == "no":
                 return {"decision": "reject", "message": "refused by --budget-approve no"}
@@ -112,14 +119,37 @@ class _Decider:
                 return {"decision": "reject", "message": reason or "rejected by the user"}
 
     def _ask_budget(self, q: Question) -> dict[str, Any]:
+        """G11: the prompt speaks in amounts, as the window's dialog: "allow 300 more tokens (the run
+        may go on until 600 tokens)?"; y allows the configured limit again, a number that amount."""
         self.output.line("budget hold: " + _question_summary(q.kind, q.payload))
+        fields = [(f, s, cap) for f, s, _lim, cap in hold_fields(q.payload) if cap > 0]
+        spent = {f: s for f, s, _c in fields}
+        default = {f: cap for f, _s, cap in fields}
+        for f, s, lim, _cap in hold_fields(q.payload):
+            self.output.line(f"  {f}: spent {format_amount(f, s)} of {format_amount(f, lim)}")
+        if not default:
+            prompt = "continue with the full limit again? [y]es / [n]o: "
+        else:
+            words = ", ".join(more_words(f, v) for f, v in default.items())
+            one = len(default) == 1
+            prompt = (f"allow {words} (the run may go on until {until_words(spent, default)})? [y]es / [n]o"
+                      + (" / or type another amount: " if one else ": "))
         while True:
-            answer = self._input("continue with the full limit again? [y]es / [n]o: ").lower()
-            if answer in ("y", "yes"):
-                return {"decision": "approve"}
-            if answer in ("n", "no"):
+            answer = self._input(prompt).strip()
+            low = answer.lower()
+            if low in ("y", "yes"):
+                return {"decision": "approve", "allow_more": default} if default else {"decision": "approve"}
+            if low in ("n", "no"):
                 reason = self._input("reason (optional): ")
                 return {"decision": "reject", "message": reason or "stopped by the user"}
+            amount = _amount(answer)
+            if len(default) == 1 and amount is not None:
+                [field] = default
+                self.output.line(f"allowing {more_words(field, amount)}: the run may go on until "
+                                 f"{until_words(spent, {field: amount})}")
+                return {"decision": "approve", "allow_more": {field: amount}}
+            if answer:
+                self.output.line("  answer y, n" + (", or an amount over 0 (e.g. 500 or 0.25)" if len(default) == 1 else ""))
 
     def _ask_other(self, q: Question) -> dict[str, Any]:
         self.output.line(f"{q.kind}: {_short(q.payload, 300)}")
@@ -132,6 +162,18 @@ class _Decider:
             if answer:
                 return {"decision": "respond", "message": answer}
 
+
+
+def _amount(text: str) -> float | int | None:
+    """A positive amount typed at the budget prompt (``500``, ``1,000``, ``$0.25``), else None."""
+    cleaned = text.replace(",", "").replace("$", "").replace("_", "").strip()
+    try:
+        value = float(cleaned)
+    except ValueError:
+        return None
+    if not (value > 0) or value != value or value == float("inf"):
+        return None
+    return int(value) if value.is_integer() else value
 
 
 def _trust_decision(workspace: Path, args: argparse.Namespace, *, interactive: bool) -> bool | str | None:

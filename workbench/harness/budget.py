@@ -12,14 +12,21 @@ and all their limits hold together (B4). A limit caps any of ``input_tokens``, `
 - ``interrupt=True`` (run scope only, B3): once the run is at its limit when its tool calls start, each
   call is held with a ``budget_hold`` question (key ``budget-<run>-<call id>``, one durable
   ``budget_hold`` event per step). If the run goes over while its tools run (a sub-agent), the check
-  before the next model call asks instead (key ``budget-<run>-step<n>``). Approve → the held budgets
-  start counting again from what the run has spent (the full limit again); ``raise_to: {field: value}``
-  in the decision also replaces those fields' limits for the rest of the run. Any other answer refuses:
+  before the next model call asks instead (key ``budget-<run>-step<n>``). Approve → each field of the
+  held budgets may spend its full limit again, counted from what the run has spent (G11: a plain
+  approve of a 300-token cap held at 300 lets the run reach 600); ``allow_more: {field: amount}`` in the
+  decision allows that amount more instead (held at 300, ``allow_more`` 200: held again at 500), and
+  ``raise_to: {field: value}`` sets the limit the run may reach (an absolute amount over what was
+  spent). Figures are absolute everywhere: ``spent`` is what the scope spent (the status bar's number),
+  ``limit`` what it may reach. Any other answer refuses:
   held calls are not run (they return a "rejected" result, so the history stays valid) and the run
   stops ``aborted`` before its next model call, with the user's ``reason`` (or ``message``) in its error.
   The holds of one step share one decision: a refusal of any of them refuses them all.
 - Cost: ``cost_usd`` is what litellm priced; a model without a price adds tokens only. Events carry
   ``priced`` (False when a call in the count was unpriced) so the UI can say "tokens only".
+- After each model call (and each approval) a live ``budget_updated`` event carries every budget's
+  figures (``measure_budgets``): the Budget panel, the status bar and the hold dialog show those, so
+  they always agree with what the engine enforces (G11).
 
 Tool-free API for other middleware and tools (they need no ``writes`` of their own; the counts are
 written on behalf of the stack's ``BudgetMiddleware``, and are no-ops without one):
@@ -63,13 +70,15 @@ __all__ = [
     "BudgetMiddleware",
     "add_to_counter",
     "check_outermost",
+    "measure_budgets",
     "record_subagent_usage",
 ]
 
 HOLD = "budget_hold"
 COUNTERS = "budget_counters"  # {"run_id": id, "run": {name: n}, "thread": {name: n}}
-BASELINES = "budget_baselines"  # {run_id: {budget index: {field: spent at the approval}}}
-RAISES = "budget_raises"  # {run_id: {budget index: {field: raised limit}}}
+LIMITS = "budget_limits"  # {run_id: {budget index: {field: the amount the run may reach}}} (G11)
+BASELINES = "budget_baselines"  # legacy (read only): {run_id: {index: {field: spent at the approval}}}
+RAISES = "budget_raises"  # legacy (read only): {run_id: {index: {field: limit counted from the baseline}}}
 EXTRA = "budget_extra_usage"  # {run_id: usage dict of its sub-agents}
 REFUSED = "budget_refused"  # {run_id: {"reason": str}}
 
@@ -111,7 +120,7 @@ class _Over:
     index: int
     budget: BudgetLimit
     field: str  # the first capped field at its limit
-    spent: float  # counted against the limit (since the last approval)
+    spent: float  # what the scope spent (absolute)
     limit: float
     fields: dict[str, dict[str, float]]  # every capped field: {"spent", "limit"}
     raw: dict[str, float]  # every capped field's spend in the scope, approvals ignored
@@ -119,7 +128,8 @@ class _Over:
 
     def data(self) -> dict[str, Any]:
         return {"budget": self.index, "scope": self.budget.scope, "field": self.field, "spent": self.spent,
-                "limit": self.limit, "priced": self.priced, "fields": self.fields}
+                "limit": self.limit, "priced": self.priced, "fields": self.fields,
+                "configured": {k: float(v) for k, v in self.budget.limit.items()}}
 
     def text(self) -> str:
         return (f"{self.budget.scope} budget reached: {self.field} {_fmt(self.field, self.spent)}"
@@ -129,9 +139,9 @@ class _Over:
 class BudgetMiddleware(AgentMiddleware):
     """Every configured budget, checked before each model call and when tool calls start (B1–B4)."""
 
-    writes = frozenset({COUNTERS, BASELINES, RAISES, EXTRA, REFUSED})
+    writes = frozenset({COUNTERS, LIMITS, BASELINES, RAISES, EXTRA, REFUSED})
     lends = frozenset({COUNTERS, EXTRA})  # M3: add_to_counter / record_subagent_usage, from any hook or tool
-    state_defaults = {COUNTERS: {}, BASELINES: {}, RAISES: {}, EXTRA: {}, REFUSED: {}}
+    state_defaults = {COUNTERS: {}, LIMITS: {}, BASELINES: {}, RAISES: {}, EXTRA: {}, REFUSED: {}}
     asks = True  # budget holds (B3)
 
     def __init__(self, limits: Sequence[BudgetLimit]) -> None:
@@ -143,19 +153,18 @@ class BudgetMiddleware(AgentMiddleware):
 
     # -- what has been spent -------------------------------------------------------------------------
     def _measure(self, ctx: HookContext, index: int, b: BudgetLimit) -> tuple[_Fields, dict[str, float], bool]:
-        """Per capped field: spent since the last approval and the (maybe raised) limit; raw spend; priced."""
+        """Per capped field: what the scope spent and the amount it may reach; raw spend; priced."""
         usage = _scope_usage(ctx, b.scope)
-        counters = _counters(ctx, b.scope)
-        baseline = _run_entry(ctx, BASELINES).get(str(index), {}) if b.scope == "run" else {}
-        raised = _run_entry(ctx, RAISES).get(str(index), {}) if b.scope == "run" else {}
-        fields: _Fields = {}
-        raw: dict[str, float] = {}
-        for name, cap in b.limit.items():
-            spent = _usage_field(usage, name) if name in BUDGET_FIELDS else float(counters.get(name, 0))
-            raw[name] = spent
-            fields[name] = {"spent": _round(spent - float(baseline.get(name, 0))),
-                            "limit": float(raised.get(name, cap))}
-        return fields, raw, _priced(usage)
+        fields = _fields(b, index, usage, _counters(ctx, b.scope), ctx.state, ctx.run_id)
+        return fields, {name: v["spent"] for name, v in fields.items()}, _priced(usage)
+
+    def figures(self, ctx: HookContext) -> list[dict[str, Any]]:
+        """Every budget's figures now (``measure_budgets``' shape), from the run in flight."""
+        out = []
+        for i, b in enumerate(self.limits):
+            fields, _raw, priced = self._measure(ctx, i, b)
+            out.append(_figure(i, b, fields, priced))
+        return out
 
     def _over(self, ctx: HookContext) -> list[_Over]:
         out = []
@@ -168,6 +177,11 @@ class BudgetMiddleware(AgentMiddleware):
         return out
 
     # -- hooks ---------------------------------------------------------------------------------------
+    async def before_agent(self, input: str, ctx: HookContext) -> None:
+        """G11: a new run starts its run budgets from nothing: say so before its first call."""
+        ctx.emit("budget_updated", budgets=self.figures(ctx))
+        return None
+
     async def wrap_model_call(self, request: ModelRequest, call_next: CallModel, ctx: HookContext) -> ModelResponse:
         """B2: before the call; a hard limit stops the run, an interrupting one asks (the backstop)."""
         over = self._over(ctx)
@@ -183,7 +197,13 @@ class BudgetMiddleware(AgentMiddleware):
                 self._refuse(ctx, decision)
                 self._stop(ctx, over, refused=_reason(decision))
             self._renew(ctx, over, decision)
-        return await call_next(request)
+        try:
+            return await call_next(request)
+        finally:  # G11: the figures the panel, status bar and dialog show, after every billed call
+            try:
+                ctx.emit("budget_updated", budgets=self.figures(ctx))
+            except Exception:  # noqa: BLE001 - a live display event must never change how the call ends
+                log.debug("budget_updated not published", exc_info=True)
 
     async def wrap_tool_call(
         self, call: ToolCall, ctx: ToolContext, call_next: CallTool
@@ -231,22 +251,29 @@ class BudgetMiddleware(AgentMiddleware):
             raise
 
     def _renew(self, ctx: HookContext, over: list[_Over], decision: Mapping[str, Any]) -> None:
-        """Approve: the held budgets count again from what the run has spent (maybe with raised limits)."""
-        baselines = dict(_run_entry(ctx, BASELINES))
-        raises = dict(_run_entry(ctx, RAISES))
-        raise_to = decision.get("raise_to") or {}
+        """Approve (B3, G11): each field of a held budget may reach what the run has spent plus
+        ``allow_more[field]`` (default: its configured limit again), or ``raise_to[field]`` when that is
+        over what was spent. The new limits are absolute and stored for the rest of the run."""
+        limits = dict(_run_entry(ctx, LIMITS))
+        allow_more = decision.get("allow_more") if isinstance(decision.get("allow_more"), Mapping) else {}
+        raise_to = decision.get("raise_to") if isinstance(decision.get("raise_to"), Mapping) else {}
         for o in over:
-            baselines[str(o.index)] = dict(o.raw)
-            if isinstance(raise_to, Mapping):
-                mine = dict(raises.get(str(o.index), {}))
-                for name, value in raise_to.items():
-                    if name in o.budget.limit and _number(value) and value > 0:
-                        mine[name] = float(value)
-                    elif name in o.budget.limit:
-                        log.warning("budget hold: ignored raise_to.%s=%r (not a positive number)", name, value)
-                raises[str(o.index)] = mine
-        ctx.write(BASELINES, {ctx.run_id: baselines})
-        ctx.write(RAISES, {ctx.run_id: raises})
+            mine: dict[str, float] = {}
+            for name, cap in o.budget.limit.items():
+                spent = o.raw[name]
+                more, to = allow_more.get(name), raise_to.get(name)
+                if to is not None and _number(to) and to > spent:
+                    mine[name] = _round(float(to))
+                elif more is not None and _number(more) and more > 0:
+                    mine[name] = _round(spent + float(more))
+                else:
+                    if more is not None or to is not None:
+                        log.warning("budget hold: ignored allow_more/raise_to for %s (%r/%r): not a positive "
+                                    "amount over what was spent; allowing the full limit again", name, more, to)
+                    mine[name] = _round(spent + float(cap))
+            limits[str(o.index)] = mine
+        ctx.write(LIMITS, {ctx.run_id: limits})
+        ctx.emit("budget_updated", budgets=self.figures(ctx))
 
     def _refuse(self, ctx: HookContext, decision: Mapping[str, Any]) -> None:
         if not _run_entry(ctx, REFUSED):
@@ -340,6 +367,63 @@ def _validate(index: int, b: BudgetLimit) -> None:
             f"{where} {b.describe()}: interrupt is allowed only with scope run: a session budget cannot pause, "
             "since every later turn would start over its limit (B3)"
         )
+
+
+def measure_budgets(limits: Sequence[Any], *, run_usage: Usage, thread_usage: Usage, state: Mapping[str, Any],
+                    run_id: str) -> list[dict[str, Any]]:
+    """Every budget's figures from committed values (a reopened thread, a finished run): the same
+    computation the middleware enforces, so what the window shows after a reload is what it showed live.
+
+    ``limits``: ``BudgetLimit``s or ``BudgetConfig``s in the stack's order; ``state``: the thread's
+    checkpointed state; ``run_id``: the run whose run-scope budgets are meant (its usage is
+    ``run_usage``). Each entry: ``{"budget", "scope", "interrupt", "priced", "fields": {field:
+    {"spent", "limit"}}}``.
+    """
+    out = []
+    extra = state.get(EXTRA) or {}
+    for i, b in enumerate(limits):
+        budget = b if isinstance(b, BudgetLimit) else BudgetLimit(b.scope, dict(b.limit), bool(b.interrupt))
+        if budget.scope == "run":
+            usage = run_usage + Usage.from_dict(extra.get(run_id))
+        else:
+            usage = thread_usage
+            for value in extra.values():
+                usage = usage + Usage.from_dict(value)
+        cstate = state.get(COUNTERS) or {}
+        if budget.scope == "session":
+            counters = cstate.get("thread") or {}
+        else:
+            counters = (cstate.get("run") or {}) if cstate.get("run_id") == run_id else {}
+        out.append(_figure(i, budget, _fields(budget, i, usage, counters, state, run_id), _priced(usage)))
+    return out
+
+
+def _fields(b: BudgetLimit, index: int, usage: Usage, counters: Mapping[str, Any], state: Mapping[str, Any],
+            run_id: str) -> _Fields:
+    """``{field: {"spent", "limit"}}``, both absolute: spent in the scope, and the amount it may reach —
+    the approved limit of this run (``LIMITS``), a legacy baseline + raised limit, else the cap."""
+    def entry(key: str) -> Mapping[str, Any]:
+        if b.scope != "run":
+            return {}
+        return ((state.get(key) or {}).get(run_id) or {}).get(str(index)) or {}
+
+    approved, baseline, raised = entry(LIMITS), entry(BASELINES), entry(RAISES)
+    fields: _Fields = {}
+    for name, cap in b.limit.items():
+        spent = _usage_field(usage, name) if name in BUDGET_FIELDS else float(counters.get(name, 0))
+        if name in approved:
+            limit = float(approved[name])
+        elif baseline:
+            limit = float(baseline.get(name, 0)) + float(raised.get(name, cap))
+        else:
+            limit = float(cap)
+        fields[name] = {"spent": _round(spent), "limit": _round(limit)}
+    return fields
+
+
+def _figure(index: int, b: BudgetLimit, fields: _Fields, priced: bool) -> dict[str, Any]:
+    return {"budget": index, "scope": b.scope, "interrupt": b.interrupt, "priced": priced,
+            "configured": {k: float(v) for k, v in b.limit.items()}, "fields": fields}
 
 
 def _budget_context(ctx: HookContext) -> HookContext | None:

@@ -4,10 +4,11 @@ It shows which limit was reached, spent against limit per field, and the held to
 arguments) of every ``budget_hold`` question of the step. The holds of one step share one decision
 (``harness/budget.py``), so one dialog answers them all:
 
-- **Continue** → ``{"decision": "approve"}``: the budget counts again from what the run has spent
-  (the full limit again);
-- **Raise the limit to …** → ``{"decision": "approve", "raise_to": {field: value}}``: the same, with a
-  new limit for the rest of this run (the value must be over what was spent);
+- **Allow N more** → ``{"decision": "approve", "allow_more": {field: amount}}`` (G11): the run may
+  spend that amount more of each field at its limit — "allow 300 more tokens", "allow $0.01 more". The
+  amount starts at the configured limit (B3: the full limit again) and can be changed; the line under
+  it says the total the run may reach, which is exactly where the engine holds it again (the other
+  fields of a held budget get their full limit again);
 - **Stop** (with an optional reason) → ``{"decision": "reject", "reason": …, "message": …}``: the held
   calls are not run and the run ends ``aborted``, keeping its partial answer.
 
@@ -45,6 +46,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from workbench.budget_words import hold_fields, more_words, until_words
 from workbench.ui.budget_panel import LEVEL_COLORS, field_label, format_amount, level_for
 
 __all__ = ["BudgetHoldDialog", "ask_budget_hold", "ask_budget_holds", "CLOSED_REASON"]
@@ -94,8 +96,8 @@ class BudgetHoldDialog(QDialog):
         self.headline.setWordWrap(True)
         self.headline.setText(f"<b>{_html(self._reason(first))}</b>")
         explain = QLabel(
-            "The run is paused before going on. Continue with the full limit again, raise the limit for "
-            "this run, or stop it (its answer so far is kept).",
+            "The run is paused before going on. Allow it to spend more, or stop it (its answer so far is "
+            "kept). Spent and limit are this run's totals, as in the Budget panel and the status bar.",
             self,
         )
         explain.setWordWrap(True)
@@ -126,56 +128,47 @@ class BudgetHoldDialog(QDialog):
         grid = QGridLayout(choices)
         grid.setColumnStretch(1, 1)
 
-        self.continue_button = QPushButton("Continue", choices)
-        self.continue_button.setObjectName("budgetContinue")
-        self.continue_button.setToolTip("The budget counts again from what the run has spent: the full limit again.")
-        self.continue_button.clicked.connect(self.choose_continue)
-        grid.addWidget(self.continue_button, 0, 0)
-        grid.addWidget(_muted("with the full limit again", choices), 0, 1, 1, 2)
-
-        # Raise: one value per field that reached its limit (usually one).
-        self.raise_spins: dict[str, QDoubleSpinBox] = {}
+        # Allow more: one amount per field that reached its limit (usually one), the configured limit by default.
+        self.allow_spins: dict[str, QDoubleSpinBox] = {}
         self._spent: dict[str, float] = {}
-        raise_fields = QWidget(choices)
-        raise_form = QFormLayout(raise_fields)
-        raise_form.setContentsMargins(0, 0, 0, 0)
-        for field, spent, limit in self._reached_fields():
-            spin = QDoubleSpinBox(raise_fields)
-            spin.setObjectName(f"budgetRaise_{field}")
+        allow_fields = QWidget(choices)
+        allow_form = QFormLayout(allow_fields)
+        allow_form.setContentsMargins(0, 0, 0, 0)
+        for field, spent, limit, configured in self._reached_fields():
+            spin = QDoubleSpinBox(allow_fields)
+            spin.setObjectName(f"budgetAllow_{field}")
+            spin.setRange(0.0, 1e12)
             if field == "cost_usd":
                 spin.setDecimals(4)
                 spin.setPrefix("$ ")
-                spin.setSingleStep(0.5)
+                spin.setSingleStep(max(0.0001, round(configured / 10, 4)) if configured else 0.01)
             else:
-                spin.setDecimals(0 if float(limit).is_integer() else 2)
-                spin.setSingleStep(max(1.0, round(limit / 10)) if limit else 1.0)
+                spin.setDecimals(0 if float(configured).is_integer() else 2)
+                spin.setSingleStep(max(1.0, round(configured / 10)) if configured else 1.0)
                 spin.setGroupSeparatorShown(True)
-            spin.setRange(0.0, 1e12)
-            spin.setValue(max(limit * 2, spent + limit, spent + 1))
-            spin.setToolTip(
-                f"The new {field_label(field).lower()} limit for the rest of this run; it must be over "
-                f"{format_amount(field, spent)} (what was spent). Like Continue, the budget then counts "
-                "from what the run has spent so far."
-            )
-            spin.valueChanged.connect(self._validate_raise)
-            self.raise_spins[field] = spin
+            spin.setValue(configured if configured > 0 else max(limit, 1.0))
+            spin.setAccessibleName(f"{field_label(field)}: amount to allow more")
+            spin.setToolTip(f"How much more {field_label(field).lower()} this run may spend; it is held "
+                            f"again when it has spent {format_amount(field, spent)} plus this amount.")
+            spin.valueChanged.connect(self._update_allow)
+            self.allow_spins[field] = spin
             self._spent[field] = spent
-            raise_form.addRow(f"{field_label(field)} to", spin)
-        self.raise_button = QPushButton("Raise", choices)
-        self.raise_button.setObjectName("budgetRaise")
-        self.raise_button.setToolTip("Raise the limit for this run to the value typed, and continue.")
-        self.raise_button.clicked.connect(self.choose_raise)
-        self.raise_error = QLabel(choices)
-        self.raise_error.setWordWrap(True)
-        self.raise_error.setStyleSheet(f"color: {LEVEL_COLORS['over']};")
-        self.raise_error.hide()
-        if self.raise_spins:
-            grid.addWidget(self.raise_button, 1, 0)
-            grid.addWidget(raise_fields, 1, 1, 1, 2)
-            grid.addWidget(self.raise_error, 2, 1, 1, 2)
+            allow_form.addRow(f"{field_label(field)}:", spin)
+        self.continue_button = QPushButton("Allow more", choices)
+        self.continue_button.setObjectName("budgetContinue")
+        self.continue_button.clicked.connect(self.choose_continue)
+        self.allow_summary = QLabel(choices)
+        self.allow_summary.setObjectName("budgetAllowSummary")
+        self.allow_summary.setWordWrap(True)
+        self.allow_summary.setProperty("role", "muted")
+        grid.addWidget(self.continue_button, 0, 0)
+        if self.allow_spins:
+            grid.addWidget(allow_fields, 0, 1, 1, 2)
+            grid.addWidget(self.allow_summary, 1, 1, 1, 2)
         else:
-            self.raise_button.hide()
-            raise_fields.hide()
+            allow_fields.hide()
+            self.allow_summary.setText("with the full limit again")
+            grid.addWidget(self.allow_summary, 0, 1, 1, 2)
 
         self.stop_button = QPushButton("Stop", choices)
         self.stop_button.setObjectName("budgetStop")
@@ -185,10 +178,10 @@ class BudgetHoldDialog(QDialog):
         self.reason_edit.setObjectName("budgetStopReason")
         self.reason_edit.setPlaceholderText("Reason (optional), e.g. too expensive")
         self.reason_edit.returnPressed.connect(self.choose_stop)
-        grid.addWidget(self.stop_button, 3, 0)
-        grid.addWidget(self.reason_edit, 3, 1, 1, 2)
+        grid.addWidget(self.stop_button, 2, 0)
+        grid.addWidget(self.reason_edit, 2, 1, 1, 2)
 
-        for b in (self.continue_button, self.raise_button, self.stop_button):
+        for b in (self.continue_button, self.stop_button):
             b.setAutoDefault(False)  # Enter while typing must never pick an answer by accident
             b.setDefault(False)
 
@@ -201,7 +194,7 @@ class BudgetHoldDialog(QDialog):
         layout.addWidget(self.calls_view)
         layout.addWidget(choices)
         self.setMinimumWidth(480)
-        self._validate_raise()
+        self._update_allow()
         hint = self.sizeHint()
         self.resize(max(560, hint.width()), hint.height())
 
@@ -278,49 +271,41 @@ class BudgetHoldDialog(QDialog):
                              "e.g. in a sub-agent).")
         return "\n".join(parts)
 
-    def _reached_fields(self) -> list[tuple[str, float, float]]:
-        """``(field, spent, limit)`` of each field at its limit, the most spent per field."""
-        out: dict[str, tuple[float, float]] = {}
-        for b in self.budgets:
-            fields = b.get("fields") if isinstance(b.get("fields"), Mapping) else {}
-            for field, v in fields.items():
-                if isinstance(v, Mapping) and float(v.get("spent") or 0) >= float(v.get("limit") or 0):
-                    spent, limit = float(v.get("spent") or 0), float(v.get("limit") or 0)
-                    old = out.get(field)
-                    out[field] = (max(spent, old[0]), max(limit, old[1])) if old else (spent, limit)
-            field = b.get("field")
-            if field and field not in out and b.get("spent") is not None:
-                out[str(field)] = (float(b.get("spent") or 0), float(b.get("limit") or 0))
-        return [(f, s, lim) for f, (s, lim) in out.items()]
+    def _reached_fields(self) -> list[tuple[str, float, float, float]]:
+        """``(field, spent, limit, configured limit)`` of each field at its limit (``budget_words.hold_fields``)."""
+        return hold_fields({"budgets": self.budgets})
 
     # -- answers -----------------------------------------------------------------------------------------
-    def _raise_problem(self) -> str:
-        for field, spin in self.raise_spins.items():
-            spent = self._spent[field]
-            if spin.value() <= spent:
-                return (f"{field_label(field)}: the new limit must be over {format_amount(field, spent)} "
-                        "(what was spent).")
-        return ""
+    def allow_more(self) -> dict[str, float]:
+        """``{field: amount}`` the person allows more (tokens as whole numbers)."""
+        out: dict[str, float] = {}
+        for field, spin in self.allow_spins.items():
+            value = spin.value()
+            out[field] = int(value) if field != "cost_usd" and float(value).is_integer() else float(value)
+        return out
 
-    def _validate_raise(self, *_: Any) -> bool:
-        problem = self._raise_problem()
-        self.raise_error.setText(problem)
-        self.raise_error.setVisible(bool(problem))
-        self.raise_button.setEnabled(not problem and bool(self.raise_spins))
-        return not problem
+    def _update_allow(self, *_: Any) -> None:
+        """The button and the line under it say the amounts and the totals the run may reach (G11)."""
+        amounts = self.allow_more()
+        if not amounts:
+            self.continue_button.setText("Continue")
+            return
+        ok = all(v > 0 for v in amounts.values())
+        words = [more_words(f, v) for f, v in amounts.items()]
+        self.continue_button.setText("Allow " + " and ".join(words) if ok else "Allow more")
+        self.continue_button.setEnabled(ok)
+        if not ok:
+            self.allow_summary.setText("Enter an amount over 0 to allow more, or stop the run.")
+            return
+        self.allow_summary.setText(f"The run may go on until {until_words(self._spent, amounts)}, then it is "
+                                   "held again.")
+        self.continue_button.setToolTip(self.allow_summary.text())
 
     def choose_continue(self) -> None:
-        self._decision = {"decision": "approve"}
-        self.accept()
-
-    def choose_raise(self) -> None:
-        if not self._validate_raise():
+        amounts = self.allow_more()
+        if any(v <= 0 for v in amounts.values()):
             return
-        raise_to = {}
-        for field, spin in self.raise_spins.items():
-            value = spin.value()
-            raise_to[field] = int(value) if field != "cost_usd" and float(value).is_integer() else float(value)
-        self._decision = {"decision": "approve", "raise_to": raise_to}
+        self._decision = {"decision": "approve", "allow_more": amounts} if amounts else {"decision": "approve"}
         self.accept()
 
     def choose_stop(self) -> None:
@@ -338,12 +323,6 @@ class BudgetHoldDialog(QDialog):
         """The same decision for every question the dialog was given (holds of one step share one)."""
         d = self.decision()
         return {qid: dict(d) for qid in self.question_ids}
-
-
-def _muted(text: str, parent: QWidget) -> QLabel:
-    label = QLabel(text, parent)
-    label.setProperty("role", "muted")
-    return label
 
 
 def _html(text: str) -> str:

@@ -4,17 +4,18 @@ and the cost in USD with a per-model breakdown.
 Fed by the window through two calls, never by polling:
 
 - ``set_session(session)`` rebuilds everything when a thread opens: the budgets from
-  ``session.config.budget``, thread usage from ``session.usage``, the last run's usage and the
-  per-model breakdown from ``session.store.usage_calls``, and the budget middleware's committed
-  bookkeeping (approval baselines, raised limits, custom counters, sub-agent usage) from the thread's
-  latest checkpoint.
-- ``handle_event(event)`` takes every engine event: ``usage_updated`` (after each model call: run usage
-  from ``data["run_usage"]``, session usage from ``data["thread_usage"]``, the call's model and usage for the
-  breakdown) moves the meters; ``step_started``/``run_finished`` re-read the committed bookkeeping;
-  ``budget_hold``/``budget_exceeded`` carry the middleware's own spent/limit figures, shown as they are.
+  ``session.config.budget``, their committed figures from ``session.budget_figures()``, thread usage
+  from ``session.usage``, the last run's usage and the per-model breakdown from
+  ``session.store.usage_calls``.
+- ``handle_event(event)`` takes every engine event: ``budget_updated`` (after each model call and each
+  approval), ``budget_hold`` and ``budget_exceeded`` carry the budget middleware's own spent/limit per
+  field and are shown as they are; ``usage_updated`` moves the usage summaries and the per-model
+  breakdown; ``run_finished`` re-reads the committed figures.
 
-A meter counts what the budget counts: after an approved hold the run budget starts over from what
-the run had spent (and a raised limit replaces the configured one), as in ``harness/budget.py``.
+G11: the panel never computes a budget itself. Its meters show the engine's figures — absolute: what
+the scope spent (the status bar's number) against the amount it may reach (the configured cap, or
+after an approved hold what was spent then plus what was allowed more) — the same figures the status
+bar and the hold dialog show.
 """
 
 from __future__ import annotations
@@ -38,6 +39,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from workbench.budget_words import format_amount
 from workbench.engine.usage import Usage
 
 if TYPE_CHECKING:
@@ -63,9 +65,6 @@ __all__ = [
 
 Index = QModelIndex | QPersistentModelIndex
 
-#: Fields the engine counts itself (config.BUDGET_FIELDS); any other limit key is a custom counter.
-USAGE_FIELDS = ("input_tokens", "output_tokens", "thoughts_tokens", "total_tokens", "cost_usd")
-
 FIELD_LABELS = {
     "input_tokens": "Input tokens",
     "output_tokens": "Output tokens",
@@ -87,11 +86,8 @@ BUDGET_HINT = (
     "  - {scope: session, limit: {cost_usd: 5.00}}</pre>"
 )
 
-# Budget middleware state keys (harness/budget.py); read from the committed checkpoint only.
-_COUNTERS, _BASELINES, _RAISES, _EXTRA = "budget_counters", "budget_baselines", "budget_raises", "budget_extra_usage"
-
-# Events after which the committed bookkeeping may have changed (a checkpoint was written before them).
-_RELOAD_ON = frozenset({"run_started", "step_started", "run_finished", "interrupt_answered"})
+#: Events whose ``budgets`` carry the budget middleware's figures (G11: the one source of truth).
+FIGURE_EVENTS = frozenset({"budget_updated", "budget_hold", "budget_exceeded"})
 
 
 def level_for(spent: float, limit: float) -> str:
@@ -101,28 +97,8 @@ def level_for(spent: float, limit: float) -> str:
     return "ok" if spent / limit < 0.75 else "warn"
 
 
-def format_amount(field: str, value: float | None) -> str:
-    """Tokens as ``12,345``, cost as ``$0.0123`` (``$1.23`` from a dollar), counters as plain numbers."""
-    if value is None:
-        return "n/a"
-    v = float(value)
-    if field == "cost_usd":
-        return f"${v:,.2f}" if abs(v) >= 1 else f"${v:.4f}"
-    if v.is_integer():
-        return f"{int(v):,}"
-    return f"{v:,.2f}"
-
-
 def field_label(field: str) -> str:
     return FIELD_LABELS.get(field, f"{field} (counter)")
-
-
-def _usage_field(usage: Mapping[str, Any], field: str) -> float:
-    if field == "total_tokens":
-        if "total_tokens" in usage:
-            return float(usage.get("total_tokens") or 0)
-        return float(sum(int(usage.get(k) or 0) for k in ("input_tokens", "output_tokens", "thoughts_tokens")))
-    return float(usage.get(field) or 0)
 
 
 def _cost_text(usage: Usage) -> str:
@@ -315,8 +291,7 @@ class BudgetPanel(QWidget):
         self._thread_usage: dict[str, Any] = {}
         self._run_models: dict[str, Usage] = {}
         self._thread_models: dict[str, Usage] = {}
-        self._state: dict[str, Any] = {}  # the budget middleware's committed bookkeeping
-        self._reported: dict[int, dict[str, dict[str, float]]] = {}  # fields from budget_hold/_exceeded
+        self._figures: dict[int, dict[str, dict[str, float]]] = {}  # G11: the engine's, per budget index
         self._seen_seq = 0  # durable events up to this one are already in what set_session read
 
         self.hint_label = QLabel(BUDGET_HINT, self)
@@ -387,11 +362,10 @@ class BudgetPanel(QWidget):
         """Rebuild from the session's config, committed state and stored usage (a thread was opened)."""
         self._session = session
         self._budgets = list(getattr(getattr(session, "config", None), "budget", ()) or ()) if session else []
-        self._reported.clear()
+        self._figures = {}
         self._run_id = ""
         self._run_usage, self._thread_usage = {}, {}
         self._run_models, self._thread_models = {}, {}
-        self._state = {}
         self._seen_seq = 0
         self._set_status("")
         if session is not None:
@@ -402,7 +376,7 @@ class BudgetPanel(QWidget):
                 runs = session.store.runs(session.thread_id)
                 if runs:
                     self._load_run(runs[-1].id)
-                self._reload_state()
+                self._load_figures()
                 pending = [q for q in session.pending if q.kind == "budget_hold"]
                 if pending:
                     self._apply_report(pending[0].payload)
@@ -419,12 +393,14 @@ class BudgetPanel(QWidget):
         t = event.type
         data = event.data or {}
         run_id = getattr(event, "run_id", "") or ""
-        if run_id and run_id != self._run_id and t in _RELOAD_ON | {"usage_updated", "budget_hold", "budget_exceeded"}:
+        if run_id and run_id != self._run_id and t in FIGURE_EVENTS | {"run_started", "usage_updated", "run_finished"}:
             if t == "run_started":
                 self._run_id, self._run_usage, self._run_models = run_id, {}, {}
+                for i, b in enumerate(self._budgets):  # a new run: its run budgets start from nothing
+                    if b.scope == "run":
+                        self._figures[i] = {f: {"spent": 0.0, "limit": float(c)} for f, c in b.limit.items()}
             else:  # a resumed run: it counts what it spent before its interrupt
                 self._load_run(run_id)
-            self._reported.clear()
         if t == "usage_updated":
             self._run_usage = dict(data.get("run_usage") or {})
             self._thread_usage = dict(data.get("thread_usage") or {})
@@ -432,22 +408,21 @@ class BudgetPanel(QWidget):
             call = Usage.from_dict(data.get("call"))
             for rows in (self._run_models, self._thread_models):
                 rows[model] = rows.get(model, Usage()) + call
-            self._reported.clear()  # fresher than the last hold/exceeded figures
             self._refresh()
-        elif t in ("budget_hold", "budget_exceeded"):
-            self._reload_state()
+        elif t in FIGURE_EVENTS:
             self._apply_report(data)
             if t == "budget_hold":
                 self._set_status(_hold_text(data), "warn")
-            else:
+            elif t == "budget_exceeded":
                 self._set_status(_exceeded_text(data), "over")
             self._refresh()
-        elif t in _RELOAD_ON:
-            if t == "run_started" or t == "interrupt_answered":
+        elif t in ("run_started", "interrupt_answered", "run_finished"):
+            if t != "run_finished":
                 self._set_status("")
-            self._reload_state()
-            if t == "run_finished" and isinstance(data.get("usage"), dict) and self._run_id == run_id:
-                self._run_usage = dict(data["usage"])
+            if t == "run_finished":
+                if isinstance(data.get("usage"), dict) and self._run_id == run_id:
+                    self._run_usage = dict(data["usage"])
+                self._load_figures()  # committed: the same figures the last budget_updated carried
             self._refresh()
 
     # -- reading committed state -------------------------------------------------------------------------
@@ -461,55 +436,40 @@ class BudgetPanel(QWidget):
         self._run_models = _by_model(calls)
         self._run_usage = sum((u for _, u in calls), Usage()).to_dict()
 
-    def _reload_state(self) -> None:
-        """The budget middleware's committed bookkeeping (baselines, raises, counters, sub-agent usage)."""
+    def _load_figures(self) -> None:
+        """The committed figures (``Session.budget_figures``): a reopened thread, a finished run."""
         s = self._session
         if s is None or not self._budgets:
             return
         try:
-            cp = s.store.latest_checkpoint(s.thread_id)
-        except Exception:  # noqa: BLE001 - the store is gone (window closing)
-            log.debug("budget panel: no checkpoint", exc_info=True)
-            return
-        state = cp.state if cp is not None else {}
-        self._state = {k: state.get(k) or {} for k in (_COUNTERS, _BASELINES, _RAISES, _EXTRA)}
+            self._apply_report({"budgets": s.budget_figures()})
+        except Exception:  # noqa: BLE001 - the store is gone (window closing): keep the last figures
+            log.debug("budget panel: no committed figures", exc_info=True)
 
     def _apply_report(self, data: Mapping[str, Any]) -> None:
-        """The middleware's own figures from a hold/exceeded payload: ``budgets`` or one budget's ``fields``."""
+        """The middleware's own figures: ``budgets`` (each ``{"budget", "fields"}``) or one budget's."""
         reports = data.get("budgets") or [data]
         for r in reports:
             index, fields = r.get("budget"), r.get("fields")
             if isinstance(index, int) and isinstance(fields, Mapping):
-                self._reported[index] = {str(k): dict(v) for k, v in fields.items() if isinstance(v, Mapping)}
+                merged = dict(self._figures.get(index) or {})
+                merged.update({str(k): dict(v) for k, v in fields.items() if isinstance(v, Mapping)})
+                self._figures[index] = merged
 
     # -- what each budget has spent --------------------------------------------------------------------
     def measure(self, index: int) -> dict[str, dict[str, float]]:
-        """Budget ``index``'s ``{field: {"spent", "limit"}}`` as the middleware counts it (best effort)."""
+        """Budget ``index``'s ``{field: {"spent", "limit"}}`` as the engine last reported it (G11)."""
         budget = self._budgets[index]
-        reported = self._reported.get(index)
-        if reported:
-            return {f: {"spent": float(reported.get(f, {}).get("spent", 0) or 0),
-                        "limit": float(reported.get(f, {}).get("limit", cap) or 0)} for f, cap in budget.limit.items()}
-        run = budget.scope == "run"
-        usage = dict(self._run_usage if run else self._thread_usage)
-        extra = self._state.get(_EXTRA) or {}
-        extras = [extra.get(self._run_id)] if run else list(extra.values())
-        for e in extras:
-            if isinstance(e, Mapping):
-                usage = (Usage.from_dict(usage) + Usage.from_dict(dict(e))).to_dict()
-        counters_state = self._state.get(_COUNTERS) or {}
-        if run:
-            counters = (counters_state.get("run") or {}) if counters_state.get("run_id") == self._run_id else {}
-        else:
-            counters = counters_state.get("thread") or {}
-        baseline = ((self._state.get(_BASELINES) or {}).get(self._run_id) or {}).get(str(index), {}) if run else {}
-        raised = ((self._state.get(_RAISES) or {}).get(self._run_id) or {}).get(str(index), {}) if run else {}
+        known = self._figures.get(index) or {}
         out: dict[str, dict[str, float]] = {}
         for field, cap in budget.limit.items():
-            spent = _usage_field(usage, field) if field in USAGE_FIELDS else float(counters.get(field, 0) or 0)
-            spent -= float(baseline.get(field, 0) or 0)
-            out[field] = {"spent": round(spent, 9), "limit": float(raised.get(field, cap))}
+            v = known.get(field) or {}
+            out[field] = {"spent": float(v.get("spent") or 0), "limit": float(v.get("limit", cap) or 0)}
         return out
+
+    def figures(self) -> list[dict[str, Any]]:
+        """Every budget's figures as shown (``[{"budget", "scope", "fields"}]``), for the status bar and tests."""
+        return [{"budget": i, "scope": b.scope, "fields": self.measure(i)} for i, b in enumerate(self._budgets)]
 
     # -- rendering -----------------------------------------------------------------------------------------
     def _build_meters(self) -> None:
@@ -522,17 +482,14 @@ class BudgetPanel(QWidget):
     def _refresh(self) -> None:
         for i, budget in enumerate(self._budgets):
             box = self.run_box if budget.scope == "run" else self.session_box
-            raised = ((self._state.get(_RAISES) or {}).get(self._run_id) or {}).get(str(i), {})
-            base = ((self._state.get(_BASELINES) or {}).get(self._run_id) or {}).get(str(i), {})
             for field, v in self.measure(i).items():
                 meter = box.meters.get((i, field))
                 if meter is None:
                     continue
                 notes = []
-                if budget.scope == "run" and field in raised:
-                    notes.append(f"limit raised for this run (configured: {format_amount(field, budget.limit[field])})")
-                if budget.scope == "run" and base:
-                    notes.append("counted since the last approved hold")
+                if budget.scope == "run" and v["limit"] != float(budget.limit[field]):
+                    notes.append(f"more allowed at a budget hold in this run (configured: "
+                                 f"{format_amount(field, budget.limit[field])})")
                 if field == "cost_usd" and self._unpriced(budget.scope):
                     notes.append("a model in this scope has no price: its calls count tokens only")
                 meter.set_value(v["spent"], v["limit"], "; ".join(notes))
@@ -617,7 +574,7 @@ def _hold_text(data: Mapping[str, Any]) -> str:
         reason = (f"{data.get('scope', 'run')} budget reached: {data['field']} "
                   f"{format_amount(str(data['field']), data.get('spent'))} of "
                   f"{format_amount(str(data['field']), data.get('limit'))}")
-    return f"Held — {reason or 'a budget was reached'}. Continue, raise the limit or stop in the dialog."
+    return f"Held — {reason or 'a budget was reached'}. Allow more or stop in the dialog."
 
 
 def _exceeded_text(data: Mapping[str, Any]) -> str:

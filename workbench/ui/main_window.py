@@ -191,6 +191,8 @@ class MainWindow(QMainWindow):
         self.bridge.sig_thread_loaded.connect(self._on_thread_loaded)
         self.bridge.sig_status_changed.connect(self._on_status_changed)
         self.bridge.sig_usage_updated.connect(self._on_usage)
+        if hasattr(self.status, "follow_budgets"):  # G11: the engine's budget figures, as the Budget panel
+            self.bridge.sig_event_received.connect(self.status.follow_budgets)
         self._remove_error_hook = qt_async.add_error_hook(self._on_error)
         install_keyboard(self)  # G7: shortcuts in the File and Run menus, the prompt box focused
 
@@ -588,6 +590,8 @@ class MainWindow(QMainWindow):
         self.status.set_model(info.get("model"))  # type: ignore[attr-defined]
         self.status.set_status(info.get("status"))  # type: ignore[attr-defined]
         self.status.set_usage({}, info.get("usage") or {})  # type: ignore[attr-defined]
+        if hasattr(self.status, "set_budgets") and self.session is not None:  # G11: committed figures
+            self.status.set_budgets(self.session.budget_figures())
         if info.get("pending") and not self.busy:
             # A run suspended before (maybe before a restart): ask again.
             self._drive_task = qt_async.start(self._drive(None), name="decide")

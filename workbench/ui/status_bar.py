@@ -3,6 +3,10 @@
 Fed by the bridge: ``set_model`` when a session opens, ``set_status`` from ``run_started`` /
 ``run_finished``, ``set_usage`` from ``usage_updated`` data (``{"run_usage": Usage.to_dict(), "thread_usage": …,
 "model": …}``). ``handle_event`` does all three from an engine event, for callers that just forward.
+
+G11: the budget label shows the budget figures the engine publishes (``budget_updated``, ``budget_hold``,
+``budget_exceeded``: ``follow_budgets(event)``) and, when a thread opens, ``Session.budget_figures()``
+(``set_budgets``) — the same spent and limit the Budget panel and the hold dialog show, never its own sum.
 """
 
 from __future__ import annotations
@@ -11,6 +15,7 @@ from typing import Any
 
 from PySide6.QtWidgets import QLabel, QStatusBar, QWidget
 
+from workbench.ui.budget_panel import FIGURE_EVENTS, field_label, format_amount, level_for
 from workbench.ui.style import set_status_property
 
 _STATUS_WORDS = {
@@ -88,11 +93,16 @@ class RunStatusBar(QStatusBar):
         self.status_label.setObjectName("statusRun")
         self.usage_label = QLabel(self)
         self.usage_label.setObjectName("statusUsage")
-        for label in (self.model_label, self.status_label, self.usage_label):
+        self.budget_label = QLabel(self)  # G11: the engine's budget figures
+        self.budget_label.setObjectName("statusBudget")
+        self.budget_label.setAccessibleName("Budget")
+        self.budgets: dict[int, dict[str, Any]] = {}  # index -> {"scope", "fields": {field: {spent, limit}}}
+        for label in (self.model_label, self.status_label, self.usage_label, self.budget_label):
             self.addPermanentWidget(label)
         self.set_model(None)
         self.set_status("new")
         self.set_usage({}, {})
+        self.set_budgets([])
 
     def set_model(self, name: str | None) -> None:
         """Show the model; ``demo`` reads "demo (offline)"."""
@@ -117,6 +127,48 @@ class RunStatusBar(QStatusBar):
         self.usage_label.setText(text)
         self.usage_label.setToolTip(_details("This run", run) + "\n" + _details("This thread", thread))
 
+    def set_budgets(self, figures: list[dict[str, Any]] | None) -> None:
+        """Show the engine's budget figures (``Session.budget_figures()``); replaces what was shown."""
+        self.budgets = {}
+        self._merge_budgets(figures or [])
+
+    def follow_budgets(self, event: Any) -> None:
+        """Take the figures a ``budget_updated`` / ``budget_hold`` / ``budget_exceeded`` event carries."""
+        if getattr(event, "type", None) not in FIGURE_EVENTS:
+            return
+        data = getattr(event, "data", {}) or {}
+        self._merge_budgets(data.get("budgets") or [data])
+
+    def _merge_budgets(self, figures: list[Any]) -> None:
+        for f in figures:
+            if isinstance(f, dict) and isinstance(f.get("budget"), int) and isinstance(f.get("fields"), dict):
+                entry = self.budgets.setdefault(f["budget"], {"scope": f.get("scope", "run"), "fields": {}})
+                entry["fields"].update({str(k): dict(v) for k, v in f["fields"].items() if isinstance(v, dict)})
+        self._show_budgets()
+
+    def _show_budgets(self) -> None:
+        """The field nearest its limit, in words ("reached" in words, not colour alone: G14)."""
+        rows = []
+        for index, b in sorted(self.budgets.items()):
+            for field, v in b["fields"].items():
+                spent, limit = float(v.get("spent") or 0), float(v.get("limit") or 0)
+                ratio = spent / limit if limit > 0 else float("inf")
+                rows.append((ratio, index, b["scope"], field, spent, limit))
+        if not rows:
+            self.budget_label.setText("")
+            self.budget_label.setToolTip("")
+            self.budget_label.hide()
+            return
+        _ratio, _i, scope, field, spent, limit = max(rows, key=lambda r: r[0])
+        reached = " — reached" if spent >= limit else ""
+        self.budget_label.setText(f"Budget ({scope}): {field_label(field).lower()} "
+                                  f"{format_amount(field, spent)} / {format_amount(field, limit)}{reached}")
+        set_status_property(self.budget_label, {"ok": "", "warn": "interrupted", "over": "failed"}[level_for(spent, limit)])
+        self.budget_label.setToolTip("\n".join(
+            f"{sc} budget {i + 1}: {field_label(f).lower()} {format_amount(f, s)} of {format_amount(f, lim)}"
+            for _r, i, sc, f, s, lim in rows))
+        self.budget_label.show()
+
     def handle_event(self, event: Any) -> None:
         """Update from an engine ``Event`` (``usage_updated``, ``run_started``, ``run_finished``)."""
         data = getattr(event, "data", {}) or {}
@@ -128,3 +180,4 @@ class RunStatusBar(QStatusBar):
             self.set_status("running")
         elif event.type == "run_finished":
             self.set_status(str(data.get("status", "")))
+        self.follow_budgets(event)
