@@ -289,3 +289,23 @@ async def test_g9_session_config_changed(tmp_path: Path) -> None:
         assert not configured.config_changed()  # a config of the caller's own: not the file's
     finally:
         await configured.close()
+
+
+async def test_g9_a_damaged_thread_store_keeps_the_current_workspace(
+        windows: Any, demo_workspace: Path, tmp_path: Path, qtbot: Any) -> None:
+    """Not only a bad workbench.yaml: a workspace whose thread store is damaged fails to open the same
+    way — the current one stays, the error names the store, Try again is offered and Edit is not (there
+    is no file to fix by hand)."""
+    other = tmp_path / "other"
+    (other / ".workbench").mkdir(parents=True)
+    (other / "workbench.yaml").write_text("model: demo\n")
+    (other / ".workbench" / "threads.sqlite3").write_bytes(b"not a database" * 300)
+    window = await windows(demo_workspace)
+    assert await window.try_open_workspace(other) is None
+    assert window.session is not None and window.session.workspace == demo_workspace.resolve()
+    bar = window.error_bar
+    assert bar.isVisible() and "threads.sqlite3" in bar.label.text()
+    names = [b.objectName() for b in bar.action_buttons]
+    assert names == ["retry_open"]
+    assert "Opening" not in window.status.currentMessage()
+    window.session.threads()  # the current store is open

@@ -299,6 +299,9 @@ class MainWindow(QMainWindow):
             return await self.open_workspace(path, **kwargs)
         except window_open.OPEN_FAILURES:
             return None
+        except Exception:  # noqa: BLE001 - already shown in the error bar; the traceback goes to the log
+            log.exception("opening %s failed", path)
+            return None
 
     async def _trust_decision(self, ws: Path) -> str | bool | None:
         """W1: ask before the session opens when the workspace asks for settings not trusted yet.
@@ -516,7 +519,7 @@ class MainWindow(QMainWindow):
                 if status != "interrupted" or not pending:
                     break
                 self._set_running(False, waiting=True)
-                decisions = await ask_decisions(self, pending, session.backend.read)
+                decisions = await self.desk.ask(session, pending)  # Q1/Q2: the inbox decides too
                 if decisions is None:  # closed without deciding: the run stays suspended
                     break
                 self._set_running(True)

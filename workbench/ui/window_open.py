@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 from PySide6.QtCore import QUrl
 from PySide6.QtGui import QDesktopServices
 
-from workbench.errors import WorkbenchError
+from workbench.errors import ConfigError, WorkbenchError
 from workbench.ui import qt_async
 
 if TYPE_CHECKING:
@@ -34,7 +34,8 @@ OPEN_ERROR_TAG = "open"
 """The error bar's tag while it shows a failure to open (a successful open clears only that)."""
 
 OPEN_FAILURES = (WorkbenchError, OSError)
-"""What a failure to open a workspace can raise (shown with the actions; anything else is a bug)."""
+"""What a failure to open a workspace is expected to raise. Anything else is shown the same way and
+logged with its traceback (a bug, but the window stays usable)."""
 
 _FILE_AT_LINE = re.compile(r"^(?P<file>.+?\.ya?ml)(?::\d+)?:\s")
 
@@ -68,11 +69,11 @@ def show_open_error(window: MainWindow, workspace: Path, error: BaseException, o
     else:
         stays = f" The workspace {current.workspace.name} stays open."
     text = f"Could not open the workspace {workspace.name} — {detail.rstrip('.')}.{stays}"
-    actions: list[tuple[str, str, Any]] = [
-        ("edit_config", f"Edit {target.name}", lambda: edit_file(window, target)),
-        ("retry_open", "Try again",
-         lambda: qt_async.start(window.try_open_workspace(workspace, **open_args), name="open-again")),
-    ]
+    actions: list[tuple[str, str, Any]] = []
+    if isinstance(error, ConfigError):  # a file to fix (not, say, a damaged thread store)
+        actions.append(("edit_config", f"Edit {target.name}", lambda: edit_file(window, target)))
+    actions.append(("retry_open", "Try again",
+                    lambda: qt_async.start(window.try_open_workspace(workspace, **open_args), name="open-again")))
     if window.session is None:
         actions.append(("open_other_workspace", "Open workspace…",
                         lambda: qt_async.start(window.choose_workspace(), name="open-workspace")))
