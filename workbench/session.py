@@ -449,6 +449,18 @@ class Session:
 
         return build_rule(effect, action, target, level)
 
+    @staticmethod
+    def rule_line(rule: Any) -> str:
+        """The line a rule is saved as in ``permissions.rules`` (``{allow: write, path: "/project/*"}``)."""
+        from workbench.harness.rule_proposal import rule_yaml
+
+        return rule_yaml(rule)
+
+    def rule_files(self) -> dict[str, Path | None]:
+        """Where ``save_rule`` writes: ``project`` (workbench.yaml) and ``user`` (permissions.yaml)."""
+        perms = self._permissions()
+        return {"project": perms.project_config, "user": perms.user_config}
+
     async def rule_history(self) -> list[Any]:
         """Every tool call in this workspace's threads (``rule_proposal.PastCall``), read off the loop."""
         from workbench.harness.rule_proposal import past_calls
