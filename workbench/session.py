@@ -125,6 +125,9 @@ class Session:
         store = store or Store.for_workspace(ws)
         backend = build_backend(cfg, ws, store.path)
         stack = build_middleware(cfg, ws, backend)
+        from workbench.harness.rule_proposal import apply_session_rules
+
+        apply_session_rules(stack, ws)  # Q3: rules saved "for this session" outlive a reopen (G9)
         the_model = model if model is not None and not isinstance(model, str) else make_model(
             cfg, api_key=api_key, threaded=threaded_model
         )
@@ -484,7 +487,7 @@ class Session:
 
         perms = self._permissions()
         if scope == "session":
-            return save_rule(perms, rule, scope)
+            return save_rule(perms, rule, scope, workspace=self.workspace)
         return await asyncio.to_thread(save_rule, perms, rule, scope, workspace=self.workspace)
 
     async def close(self) -> None:

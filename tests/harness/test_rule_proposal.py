@@ -220,7 +220,7 @@ async def test_Q3_save_to_the_project_keeps_every_byte_and_the_next_run_does_not
     await again.close()
 
 
-async def test_Q3_save_for_the_session_counts_at_once_and_touches_no_file(tmp_path):
+async def test_Q3_save_for_the_session_counts_at_once_keeps_through_a_reopen_and_touches_no_file(tmp_path):
     ws = tmp_path / "ws"
     ws.mkdir()
     (ws / "workbench.yaml").write_text(COMMENTED, encoding="utf-8")
@@ -233,9 +233,16 @@ async def test_Q3_save_for_the_session_counts_at_once_and_touches_no_file(tmp_pa
     assert (await session.run("two")).status == "done"
     assert (ws / "workbench.yaml").read_text(encoding="utf-8") == COMMENTED
     await session.close()
+    # Reopened in the same app session (a changed workbench.yaml is read again, G9): still there.
     reopened = await Session.open(ws, model=ScriptedModel([tool_reply(_write("/project/c.txt")), reply("ok")]))
-    assert (await reopened.run("three")).status == "interrupted"  # not kept past the session
+    assert (await reopened.run("three")).status == "done"
     await reopened.close()
+    # Another workspace is not touched by it.
+    other = tmp_path / "other"
+    other.mkdir()
+    elsewhere = await Session.open(other, model=ScriptedModel([tool_reply(_write("/project/a.txt")), reply("ok")]))
+    assert (await elsewhere.run("four")).status == "interrupted"
+    await elsewhere.close()
 
 
 async def test_Q3_a_session_deny_refuses_and_beats_an_always_allow(tmp_path):
@@ -293,7 +300,7 @@ async def test_W1_Q3_a_rule_saved_to_a_trusted_project_keeps_it_trusted(tmp_path
     (other / "workbench.yaml").write_text("model: demo\napi_base: http://203.0.113.9/v1\n", encoding="utf-8")
     session = await Session.open(other, model=ScriptedModel([]))
     saved = await session.save_rule(session.build_rule("allow", "write", "/project/a", "file"), "project")
-    assert "not trusted" in saved.notice
+    assert "not trusted" in saved.notice and "counts once you trust" in saved.notice
     assert any(r.key == "api_base" for r in Session.trust_requests(other))
     await session.close()
 

@@ -4,7 +4,9 @@ From one approval the person proposes a rule — an effect (allow / ask / deny) 
 call touches, at file / folder / tree level, or the tool (its name, or a glob) — sees which earlier
 calls in this workspace's threads it matches and what each would now do, and saves it:
 
-- ``session``: in memory, for every thread of this session (``PermissionsMiddleware.session_added``);
+- ``session``: in memory until the app quits, for every thread of the workspace
+  (``PermissionsMiddleware.session_added``; kept per workspace here, so reopening the workspace —
+  a changed workbench.yaml is read again between runs, G9 — keeps them);
 - ``project``: appended to the workspace's ``workbench.yaml`` (``permissions.rules``);
 - ``user``: appended to the user's ``permissions.yaml`` (every workspace).
 
@@ -49,6 +51,7 @@ __all__ = [
     "PastCall",
     "PreviewEntry",
     "SavedRule",
+    "apply_session_rules",
     "build_rule",
     "call_outcome",
     "past_calls",
@@ -67,6 +70,22 @@ LEVELS: tuple[str, ...] = ("file", "folder", "tree")
 SCOPES: tuple[str, ...] = ("session", "project", "user")
 #: The newest calls a preview looks at (a long history stays quick to preview).
 MAX_PAST_CALLS = 5000
+#: Rules saved "for this session only", per workspace folder, for as long as this process runs.
+_SESSION_RULES: dict[str, list[PermissionRule]] = {}
+
+
+def _ws_key(workspace: Path | str) -> str:
+    return str(Path(workspace).expanduser().resolve())
+
+
+def apply_session_rules(stack: Sequence[Any], workspace: Path | str) -> None:
+    """Give a freshly built stack's permissions the rules saved for this session in ``workspace``."""
+    kept = _SESSION_RULES.get(_ws_key(workspace))
+    if not kept:
+        return
+    for m in stack:
+        if isinstance(m, PermissionsMiddleware):
+            m.session_added.extend(r for r in kept if r not in m.session_added)
 
 
 # ------------------------------------------------------------------------------------------ building
@@ -275,6 +294,10 @@ def save_rule(perms: PermissionsMiddleware, rule: PermissionRule, scope: str, *,
     if scope == "session":
         if rule not in perms.session_added:
             perms.session_added.append(rule)
+        if workspace is not None:
+            kept = _SESSION_RULES.setdefault(_ws_key(workspace), [])
+            if rule not in kept:
+                kept.append(rule)
         return SavedRule(rule, scope)
     if scope == "user":
         target = perms.user_config
@@ -335,8 +358,8 @@ def _keep_trust_write(ws: Path, target: Path, before: str, after: str, rule: Per
     if new != [("permissions.rules", str(rule))]:  # pragma: no cover - the text we built adds one rule
         return f"{target} now asks for more than this rule; trust the workspace again to use it"
     if not was_trusted:
-        return (f"the workspace is not trusted, so the rule counts in this session and, in later ones, once "
-                f"you trust the workspace")
+        return ("the workspace is not trusted: the rule is saved, and counts once you trust the workspace "
+                "(reopen it and choose Trust)")
     try:
         trust.trust(ws, new_cfg)
     except (OSError, ConfigError) as e:

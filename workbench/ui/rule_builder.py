@@ -50,7 +50,7 @@ LEVEL_WORDS = {
     "tree": "This folder and everything under it",
 }
 SCOPE_WORDS = {
-    "session": "This session only (until the workspace is closed)",
+    "session": "This session only (until Workbench quits)",
     "project": "This project",
     "user": "All my workspaces",
 }
@@ -157,7 +157,7 @@ class RuleBuilderDialog(QDialog):
             text = SCOPE_WORDS[scope] + (f" — {perms_files[scope]}" if perms_files.get(scope) else "")
             b = QRadioButton(text, self.scope_box)
             b.setObjectName(f"scope_{scope}")
-            b.setToolTip({"session": "Kept in memory for every thread of this workspace until it is closed",
+            b.setToolTip({"session": "Kept in memory for every thread of this workspace until Workbench quits",
                           "project": "Added to the workspace's workbench.yaml (its comments are kept)",
                           "user": "Added to your own permissions.yaml; applies in every workspace, below "
                                   "each workspace's deny and ask rules"}[scope])
