@@ -5,6 +5,13 @@ in sync code, and while litellm calls it from another thread or a subprocess. Al
 script for the e2e CLI tests and benchmarks::
 
     python -m tests.stub_server --port 0 --script script.json   # prints the base URL, serves until killed
+
+``--auto-ls`` answers from the conversation itself when the script is empty, so any client (this
+project, the peers in ``benchmarks/peers.py``, a bare loop) can play the same scripted session: the
+last user message names the count (its first integer, N) and the folder (its first word starting
+with ``/``); while fewer than N tool results follow that message, the reply is one ``ls`` call on that
+folder, then a text answer. ``--log-arrivals`` prints ``REQUEST <time.time()>`` on stdout, flushed, as
+each chat request arrives (``benchmarks/first_request.py`` times a process's first request with it).
 """
 
 from __future__ import annotations
@@ -12,11 +19,13 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import re
 import signal
 import sys
 import threading
 import time
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass, field, fields
 from typing import Any
 
@@ -98,6 +107,11 @@ class StubServer:
         self._ready = threading.Event()
         self._error: BaseException | None = None
         self._served = 0
+        #: ``time.time()`` at which each chat request arrived; ``on_arrival`` (if set) is called with it.
+        self.arrivals: list[float] = []
+        self.on_arrival: Callable[[float], None] | None = None
+        #: Answer from the conversation when the script is empty (see the module doc, ``--auto-ls``).
+        self.auto_ls = False
 
     # --- public API ---------------------------------------------------------------------------
 
@@ -122,6 +136,7 @@ class StubServer:
         with self._lock:
             self._script.clear()
             self.requests.clear()
+            self.arrivals.clear()
             self._served = 0
 
     def start(self) -> StubServer:
@@ -195,6 +210,11 @@ class StubServer:
         )
 
     async def _chat(self, request: web.Request) -> web.StreamResponse:
+        arrived = time.time()
+        with self._lock:
+            self.arrivals.append(arrived)
+        if self.on_arrival is not None:
+            self.on_arrival(arrived)
         try:
             body = await request.json()
         except json.JSONDecodeError:
@@ -204,6 +224,8 @@ class StubServer:
             self._served += 1
             n = self._served
             reply = self._script.popleft() if self._script else None
+        if reply is None and self.auto_ls:
+            reply = _auto_ls_reply(body)
         if reply is None:
             return web.json_response(
                 {
@@ -368,12 +390,40 @@ class StubServer:
         await send("[DONE]")
 
 
+def _text_of(content: Any) -> str:
+    """A message's text: a str, or the text parts of an OpenAI content list."""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return " ".join(str(p.get("text", "")) for p in content if isinstance(p, dict))
+    return ""
+
+
+def _auto_ls_reply(body: dict[str, Any]) -> StubReply:
+    """``--auto-ls``: one ``ls`` call per step until the count the last user message names, then an answer."""
+    messages = [m for m in body.get("messages", []) if isinstance(m, dict)]
+    last_user = max((i for i, m in enumerate(messages) if m.get("role") == "user"), default=-1)
+    prompt = _text_of(messages[last_user].get("content")) if last_user >= 0 else ""
+    count = re.search(r"\d+", prompt)
+    folder = re.search(r"(?<!\S)/\S*", prompt)
+    wanted = int(count.group()) if count else 0
+    done = sum(1 for m in messages[last_user + 1 :] if m.get("role") == "tool")
+    if done < wanted:
+        path = folder.group().rstrip(".,;:") if folder else "/"
+        return StubReply(tool_calls=[["ls", {"path": path or "/"}, f"call_ls_{done}"]], usage=[100 + 60 * done, 12])
+    return StubReply(text=f"Listed {done} times. Done.", usage=[100 + 60 * done, 9])
+
+
 def main(argv: list[str] | None = None) -> int:
     """Serve a script file until SIGTERM/SIGINT, printing the base URL on the first stdout line."""
     parser = argparse.ArgumentParser(prog="python -m tests.stub_server", description=__doc__)
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--port", type=int, default=0)
     parser.add_argument("--script", help="a JSON file holding a list of replies (StubReply fields or text)")
+    parser.add_argument("--auto-ls", action="store_true",
+                        help="once the script is used up, answer from the conversation (see the module doc)")
+    parser.add_argument("--log-arrivals", action="store_true",
+                        help="print 'REQUEST <time.time()>' on stdout as each chat request arrives")
     args = parser.parse_args(argv)
     items: list[Any] = []
     if args.script:
@@ -384,7 +434,11 @@ def main(argv: list[str] | None = None) -> int:
     done = threading.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):  # before the URL is printed: a caller may stop us at once
         signal.signal(sig, lambda *_: done.set())
-    server = StubServer(args.host, args.port).start()
+    server = StubServer(args.host, args.port)
+    server.auto_ls = args.auto_ls
+    if args.log_arrivals:
+        server.on_arrival = lambda t: print(f"REQUEST {t:.6f}", flush=True)
+    server.start()
     server.script(*items)
     print(server.url, flush=True)
     try:
