@@ -78,6 +78,8 @@ class Session:
         store: Store | None = None,
         default_permission: str | None = None,
         trust: bool | str | None = None,
+        default_model: str | None = None,
+        default_api_base: str | None = None,
     ) -> Session:
         """Load ``workbench.yaml`` (ConfigError names file, key and line), build the agent, open the store.
 
@@ -88,8 +90,10 @@ class Session:
         since is opened untrusted, with a notice saying so). Left out, they are listed in
         ``session.ignored`` and ``session.notices``.
         A ``config`` passed in is the caller's own and is trusted unless ``trust`` is False.
-        ``model`` / ``api_base`` passed in are the person's own choice (flag or settings), never the
-        workspace's (W2).
+        ``model`` / ``api_base`` passed in are the person's own choice for this session (a flag), never the
+        workspace's (W2); they win over workbench.yaml. ``default_model`` / ``default_api_base`` are the
+        user's defaults (Settings, G8): they apply only where workbench.yaml names no model (the API base
+        only together with the default model), so one workspace's model or endpoint never reaches another.
         """
         from workbench import trust as trust_mod
         from workbench.harness.stack import build_backend, build_middleware
@@ -120,6 +124,11 @@ class Session:
             from dataclasses import replace
 
             cfg = replace(cfg, permissions=replace(cfg.permissions, default=default_permission))
+        if config is None and (default_model or default_api_base):  # G8: the workspace's file wins
+            from workbench.settings_scope import apply_user_defaults
+
+            cfg = apply_user_defaults(cfg, ws, model=default_model, api_base=default_api_base,
+                                      ignored={r.key for r in ignored})
         if isinstance(model, str) or api_base is not None:
             cfg = cfg.with_overrides(model=model if isinstance(model, str) else None, api_base=api_base)
         store = store or Store.for_workspace(ws)
@@ -145,7 +154,26 @@ class Session:
             raise ConfigError(f"no thread {thread_id!r} in {store.path}")
         session = cls(ws, cfg, store, engine, thread_id, ignored=ignored, notices=notices)
         session._config_stamp = stamp
+        session._overrides = (model if isinstance(model, str) else None, api_base)
         return session
+
+    def setting_sources(self, user: Any = None) -> dict[str, Any]:
+        """G8: where this session's model, API base and default permission come from, given the user
+        settings ``user`` (``settings_scope.Sourced`` by key: ``model``, ``api_base``, ``permissions.default``)."""
+        from workbench.settings_scope import resolve
+
+        model, api_base = getattr(self, "_overrides", (None, None))
+        return resolve(self.workspace, user, override_model=model, override_api_base=api_base,
+                       ignored={r.key for r in self.ignored})
+
+    @staticmethod
+    def save_workspace_settings(workspace: Path | str, changes: Mapping[str, str | None]) -> Any:
+        """G8: write the person's Settings changes into the workspace's workbench.yaml, one targeted edit
+        per key (comments and other keys kept), renewing its trust when it was trusted before
+        (``settings_scope.save_workspace_values``; ConfigError when the result would not load)."""
+        from workbench.settings_scope import save_workspace_values
+
+        return save_workspace_values(workspace, changes)
 
     def config_changed(self) -> bool:
         """G9: whether the workspace's workbench.yaml changed since ``open`` read it (the window reopens

@@ -173,9 +173,10 @@ def test_a_key_typed_for_demo_is_not_saved(qtbot, workspace, keyring_backend):
     dialog = make_dialog(qtbot, workspace)
     dialog.model_combo.setCurrentText("demo")
     dialog.key_edit.setText(SECRET)  # the field is disabled for demo; even so nothing is stored
-    dialog.apply()
+    values = dialog.apply()
     assert not keystore.keys_file().exists()
-    assert load_user_settings().model == "demo"
+    # G8: demo was already the model in use: nothing changed, so nothing is written.
+    assert values.changed == () and not user_settings_path().exists()
 
 
 def test_save_button_applies_and_closes_bad_values_keep_it_open(qtbot, workspace, keyring_backend):
@@ -193,9 +194,10 @@ def test_save_button_applies_and_closes_bad_values_keep_it_open(qtbot, workspace
     qtbot.mouseClick(save, LEFT)
     assert dialog.isVisible() and "API base" in dialog.error_label.text()
     dialog.api_base_edit.setText("")
+    dialog.permission_combo.setCurrentIndex(dialog.permission_combo.findData("deny"))
     with qtbot.waitSignal(dialog.finished, timeout=2000):
         qtbot.mouseClick(save, LEFT)
-    assert not dialog.isVisible() and user_settings_path().exists()
+    assert not dialog.isVisible() and load_user_settings().default_permission == "deny"
 
 
 def test_browse_opens_a_folder_chooser_without_blocking(qtbot, workspace, tmp_path, keyring_backend):

@@ -264,8 +264,10 @@ class MainWindow(QMainWindow):
         try:
             trust = await self._trust_decision(ws)
             self.status.showMessage(f"Opening {ws} …")
-            session = await Session.open(ws, thread_id, model=model or self.settings.model,
-                                         api_base=api_base or self.settings.api_base, threaded_model=True,
+            # G8: the user's model and API base are defaults for a workspace whose yaml names no model;
+            # ``model``/``api_base`` given here (workbench --model, the first-run choice) win for this session.
+            session = await Session.open(ws, thread_id, model=model, api_base=api_base, threaded_model=True,
+                                         default_model=self.settings.model, default_api_base=self.settings.api_base,
                                          default_permission=self.settings.default_permission, trust=trust)
         except window_open.OPEN_FAILURES as e:
             window_open.show_open_error(self, ws, e, {"model": model, "api_base": api_base, "thread_id": thread_id})
@@ -416,7 +418,8 @@ class MainWindow(QMainWindow):
         from workbench.ui.settings_dialog import SettingsDialog
 
         ws = self.session.workspace if self.session is not None else Path.home()
-        dialog = SettingsDialog(self.settings, ws, self, start=qt_async.start)
+        sources = self.session.setting_sources(self.settings) if self.session is not None else None  # G8
+        dialog = SettingsDialog(self.settings, ws, self, start=qt_async.start, sources=sources)
         applied: list[Any] = []
         dialog.sig_settings_applied.connect(applied.append)
         try:
@@ -427,7 +430,9 @@ class MainWindow(QMainWindow):
             values = applied[-1]
             self.settings = load_user_settings() if self.persist else self.settings
             target = Path(getattr(values, "workspace", ws) or ws)
-            await self.try_open_workspace(target)
+            # G8: a session-only model (workbench --model) stays unless the model or endpoint was saved.
+            keep = target.resolve() == ws and not {"model", "api_base"} & set(getattr(values, "changed", ()))
+            await self.try_open_workspace(target, **(getattr(self, "opened_with", {}) if keep else {}))
 
     # -- runs -------------------------------------------------------------------------------------------
     @property

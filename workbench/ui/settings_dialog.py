@@ -10,6 +10,15 @@ never stalls; the result is reported in words. The coroutine (``test_connection`
 any asyncio loop on the GUI thread will do, and the dialog starts it through the ``start`` callable
 given to ``__init__`` (the app passes its qasync task starter, which keeps the task and reports
 failures). Open the dialog with ``open()``, never ``exec()``.
+
+G8 — scoped settings: the fields show the values in use (``settings_scope.resolve``, or the session's
+``setting_sources``), each with where it comes from — this workspace (workbench.yaml), the default for new
+workspaces (user settings), the environment, or this session only. "Save to" chooses where the values
+changed are written: the workspace's workbench.yaml (a targeted edit of each changed key; comments and
+other keys kept; trust renewed for the person's own change) or the user settings. It starts on the place
+the values come from. Only what changed is written: Save with no change writes nothing and reopens
+nothing. A model saved to the workspace takes the API base shown with it, so the endpoint in use does
+not change behind the person's back.
 """
 
 from __future__ import annotations
@@ -43,6 +52,7 @@ from workbench import keystore
 from workbench.config import EFFECTS, UserSettings, add_recent_workspace, save_user_settings
 from workbench.errors import ModelError, WorkbenchError
 from workbench.secrets import env_var_for, provider_of
+from workbench.settings_scope import BUILTIN, ENVIRONMENT, KEYS, OVERRIDE, PLACE_LABELS, USER, WORKSPACE, resolve
 from workbench.ui.dialog_fit import grow_with_contents
 from workbench.ui.style import set_status_property
 
@@ -83,6 +93,10 @@ class SettingsValues:
     workspace: Path
     default_permission: str
     api_key: str | None = field(default=None, repr=False)
+    #: G8: what ``apply`` wrote (``model``, ``api_base``, ``permissions.default``, ``workspace``, ``api_key``)
+    changed: tuple[str, ...] = ()
+    #: G8: where the changed values went: ``workspace`` (workbench.yaml) or ``user`` (user settings)
+    save_to: str = USER
 
 
 _UNKNOWN = object()
@@ -136,11 +150,17 @@ class SettingsDialog(QDialog):
         parent: QWidget | None = None,
         *,
         start: Starter | None = None,
+        sources: Any = None,
     ) -> None:
         super().__init__(parent)
         self.setObjectName("settingsDialog")
         self.setWindowTitle("Settings")
         self.settings = settings
+        self.workspace = Path(workspace)
+        has_ws = self.workspace.is_dir() and self.workspace != Path.home()
+        # G8: the values in use and where each comes from (the session's own view when there is one).
+        self.sources = dict(sources) if sources else resolve(self.workspace if has_ws else None, settings)
+        self.saved_workspace: Any = None  # settings_scope.SavedWorkspace after a save to workbench.yaml
         self._start = start or _default_start
         self._test_task: Any = None
         self._testing = False
@@ -152,12 +172,16 @@ class SettingsDialog(QDialog):
         self.model_combo.setEditable(True)
         self.model_combo.setInsertPolicy(QComboBox.InsertPolicy.NoInsert)
         self.model_combo.addItems(list(COMMON_MODELS))
-        self.model_combo.setCurrentText(settings.model or "demo")
+        self.model_combo.setCurrentText(self.sources["model"].value or "demo")
         self.model_combo.setToolTip('Any litellm model string, e.g. "openai/gpt-4.1-mini"; "demo" runs offline')
 
-        self.api_base_edit = QLineEdit(settings.api_base or "", self)
+        base = self.sources["api_base"]
+        self.api_base_edit = QLineEdit(base.value if base.place in (WORKSPACE, USER, OVERRIDE) and base.value else "",
+                                       self)
         self.api_base_edit.setObjectName("settingsApiBase")
-        self.api_base_edit.setPlaceholderText("the provider's default — or e.g. http://127.0.0.1:8000/v1")
+        self.api_base_edit.setPlaceholderText(
+            f"not set: {base.value}" if base.place == ENVIRONMENT else
+            "the provider's default — or e.g. http://127.0.0.1:8000/v1")
 
         # -- key --
         self.key_edit = QLineEdit(self)
@@ -186,7 +210,7 @@ class SettingsDialog(QDialog):
         self.permission_combo.setObjectName("settingsPermission")
         for effect in EFFECTS:
             self.permission_combo.addItem(PERMISSION_LABELS.get(effect, effect), effect)
-        index = self.permission_combo.findData(settings.default_permission)
+        index = self.permission_combo.findData(self.sources["permissions.default"].value)
         self.permission_combo.setCurrentIndex(index if index >= 0 else self.permission_combo.findData("ask"))
         self.permission_combo.setToolTip(
             "What happens to writes and tool calls that no rule in workbench.yaml covers"
@@ -207,6 +231,31 @@ class SettingsDialog(QDialog):
         self.error_label.setVisible(False)
         set_status_property(self.error_label, "error")
 
+        # -- G8: where values come from, and where Save writes --
+        self.save_to = QComboBox(self)
+        self.save_to.setObjectName("settingsSaveTo")
+        self.save_to.addItem(PLACE_LABELS[WORKSPACE], WORKSPACE)
+        self.save_to.addItem(PLACE_LABELS[USER], USER)
+        self.save_to.setAccessibleName("Save changes to")
+        self.save_to.setToolTip("Where Save writes the values you change: this workspace's workbench.yaml "
+                                "(it wins here) or your defaults for workspaces that don't set them")
+        if not has_ws:
+            self.save_to.model().item(0).setEnabled(False)  # type: ignore[attr-defined]
+        from_ws = any(src.place == WORKSPACE for src in self.sources.values())
+        self.save_to.setCurrentIndex(0 if has_ws and from_ws else 1)
+        self.source_labels: dict[str, QLabel] = {}
+        for key in KEYS:
+            label = QLabel(self)
+            label.setObjectName(f"settingsSource_{key.replace('.', '_')}")
+            label.setProperty("role", "muted")
+            label.setWordWrap(True)
+            label.setText(self._source_text(key))
+            self.source_labels[key] = label
+        self.scope_note = QLabel(self)
+        self.scope_note.setObjectName("settingsScopeNote")
+        self.scope_note.setWordWrap(True)
+        self.scope_note.setVisible(False)
+
         self.buttons = QDialogButtonBox(
             QDialogButtonBox.StandardButton.Save | QDialogButtonBox.StandardButton.Cancel, self
         )
@@ -214,8 +263,12 @@ class SettingsDialog(QDialog):
         # -- layout --
         form = QFormLayout()
         form.setFieldGrowthPolicy(QFormLayout.FieldGrowthPolicy.AllNonFixedFieldsGrow)
+        form.addRow(self._label("Save &to:", self.save_to), self.save_to)
+        form.addRow("", self.scope_note)
         form.addRow(self._label("&Model:", self.model_combo), self.model_combo)
+        form.addRow("", self.source_labels["model"])
         form.addRow(self._label("API &base:", self.api_base_edit), self.api_base_edit)
+        form.addRow("", self.source_labels["api_base"])
         key_row = QHBoxLayout()
         key_row.addWidget(self.key_edit, 1)
         key_row.addWidget(self.forget_button)
@@ -226,6 +279,7 @@ class SettingsDialog(QDialog):
         ws_row.addWidget(self.browse_button)
         form.addRow(self._label("&Workspace:", self.workspace_edit), ws_row)
         form.addRow(self._label("&Default permission:", self.permission_combo), self.permission_combo)
+        form.addRow("", self.source_labels["permissions.default"])
         test_row = QHBoxLayout()
         test_row.addWidget(self.test_button)
         test_row.addWidget(self.test_label, 1)
@@ -249,6 +303,11 @@ class SettingsDialog(QDialog):
         self.buttons.rejected.connect(self.reject)
         self.finished.connect(self._on_finished)
         self._refresh_key_source()
+        self._initial = self._field_values()
+        self._initial_workspace = self.workspace_edit.text().strip()
+        for signal in (self.model_combo.currentTextChanged, self.api_base_edit.textChanged,
+                       self.permission_combo.currentIndexChanged, self.save_to.currentIndexChanged):
+            signal.connect(self._update_scope_note)
         grow_with_contents(self)  # a longer message or key source makes it taller, never clipped
 
     def _label(self, text: str, buddy: QWidget) -> QLabel:
@@ -269,7 +328,49 @@ class SettingsDialog(QDialog):
             workspace=Path(self.workspace_edit.text().strip() or ".").expanduser(),
             default_permission=self.permission_combo.currentData() or "ask",
             api_key=typed or None,
+            save_to=self.save_to.currentData() or USER,
         )
+
+    # -- G8: scopes ----------------------------------------------------------------------------------------
+    def _field_values(self) -> dict[str, str | None]:
+        return {"model": self.model_name() or None, "api_base": self.api_base_edit.text().strip() or None,
+                "permissions.default": self.permission_combo.currentData() or "ask"}
+
+    def changes(self) -> dict[str, str | None]:
+        """The values changed in the dialog, by key (``model``, ``api_base``, ``permissions.default``)."""
+        now = self._field_values()
+        changes = {k: now[k] for k in KEYS if now[k] != self._initial[k]}
+        if (self.save_to.currentData() == WORKSPACE and "model" in changes and "api_base" not in changes
+                and now["api_base"] and self.sources["api_base"].place != WORKSPACE):
+            changes["api_base"] = now["api_base"]  # the endpoint shown goes with the model it serves
+        return changes
+
+    def _source_text(self, key: str) -> str:
+        src = self.sources[key]
+        if src.place == BUILTIN:
+            text = "Not set: the provider's default endpoint" if key == "api_base" else "From: the built-in default"
+        elif src.place == ENVIRONMENT:
+            text = f"From: the environment, {src.value}"
+        else:
+            text = f"From: {src.label}"
+        if src.ignored:
+            text += f" — this workspace's {key}: {src.ignored} is ignored: the workspace is not trusted"
+        return text
+
+    @Slot()
+    def _update_scope_note(self, *_: Any) -> None:
+        """Say when a change saved to the defaults will not apply here, or goes with the model."""
+        changes = self.changes()
+        notes = []
+        if self.save_to.currentData() == USER:
+            overridden = [k for k in changes if self.sources[k].place == WORKSPACE]
+            if overridden:
+                notes.append(f"This workspace's workbench.yaml sets {', '.join(overridden)}, which wins here: "
+                             "the new default applies to workspaces that don't set it.")
+        elif "api_base" in changes and self._field_values()["api_base"] == self._initial["api_base"]:
+            notes.append("The API base shown is saved with the model, so this workspace keeps its endpoint.")
+        self.scope_note.setText(" ".join(notes))
+        self.scope_note.setVisible(bool(notes))
 
     def validate(self) -> SettingsValues:
         """The values, or ``WorkbenchError`` naming the field and what to do."""
@@ -285,24 +386,44 @@ class SettingsDialog(QDialog):
         return v
 
     def apply(self) -> SettingsValues:
-        """Save the user settings (model, API base, default permission, workspace) and a typed key.
+        """Save what changed (G8) where "Save to" says — the workspace's workbench.yaml or the user
+        settings — and a typed key (keystore only). Nothing changed: nothing is written and
+        ``sig_settings_applied`` is not emitted.
 
-        The key goes to the keystore only. Raises ``WorkbenchError`` (bad value, keyring refused) or
-        ``OSError`` (settings folder unwritable).
+        Raises ``WorkbenchError`` (bad value, a workbench.yaml that would not load, keyring refused) or
+        ``OSError`` (a folder unwritable).
         """
+        from dataclasses import replace
+
         v = self.validate()
         s = self.settings
-        s.model = v.model
-        s.api_base = v.api_base
-        s.default_permission = v.default_permission
-        add_recent_workspace(s, v.workspace)
-        save_user_settings(s)
+        target = self.save_to.currentData() or USER
+        changes = self.changes()
+        changed: list[str] = list(changes)
+        if changes and target == WORKSPACE:
+            from workbench.session import Session
+
+            self.saved_workspace = Session.save_workspace_settings(self.workspace, changes)
+        elif changes:
+            from workbench.settings_scope import save_user_values
+
+            save_user_values(s, changes)
+        if self.workspace_edit.text().strip() != self._initial_workspace:
+            changed.append("workspace")
         if v.api_key and v.model != "demo":
             where = keystore.save_key(provider_of(v.model), v.api_key)
             log.info("settings: API key for %s saved (%s)", provider_of(v.model), where)
             self.key_edit.clear()
+            changed.append("api_key")
+        if changed:
+            add_recent_workspace(s, v.workspace)
+            save_user_settings(s)
+            self._initial = self._field_values()
+            self._initial_workspace = self.workspace_edit.text().strip()
         self._refresh_key_source(reload=True)
-        self.sig_settings_applied.emit(v)
+        v = replace(v, changed=tuple(changed), save_to=target)
+        if changed:
+            self.sig_settings_applied.emit(v)
         return v
 
     # -- dialog --------------------------------------------------------------------------------------------
