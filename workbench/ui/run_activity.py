@@ -145,9 +145,8 @@ class RunTicker(QLabel):
 
     @Slot(str)
     def on_text(self, text: str) -> None:
+        # Counted only: the timer shows it (a label change per 30 ms batch re-lays out the status bar).
         self._streamed_chars += len(text)
-        if self.running:
-            self.refresh()
 
     @Slot(dict)
     def on_usage(self, data: dict[str, Any]) -> None:
