@@ -7,7 +7,8 @@ the standard library at module level, so the same file serves every venv. Two mo
   mode: the prompt names the count and the folder), runs an untimed 2-step warm-up session, then the
   timed ``--steps``-step session on a fresh thread/conversation — each step one ``ls`` tool call
   that lists the workspace folder, then the final answer, one history carried throughout. Prints one
-  line ``RESULT {json}``: wall seconds, model calls, ms per model call, the package versions.
+  line ``RESULT {json}``: wall seconds, model calls, wall and process-CPU ms per model call, the
+  package versions.
 - ``first`` (first_request.py): the side's shortest script — build the agent, send "hi", stream the
   answer, exit. The caller times spawn → first request at the stub.
 
@@ -303,16 +304,16 @@ async def session_mode(side: str, url: str, ws: Path, steps: int) -> dict[str, A
         warm = await run(prompt(2))
         if "Listed 2 times" not in warm:
             raise RuntimeError(f"warm-up answer {warm!r} (expected 'Listed 2 times. Done.')")
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), time.process_time()
         answer = await run(prompt(steps))
-        wall = time.perf_counter() - t0
+        wall, cpu = time.perf_counter() - t0, time.process_time() - c0
     finally:
         await close()
     if f"Listed {steps} times" not in answer:
         raise RuntimeError(f"the session answered {answer!r}: not every ls call reached the stub")
     calls = steps + 1
     return {"side": side, "wall_s": wall, "model_calls": calls, "ms_per_step": wall / calls * 1000,
-            "versions": versions(side)}
+            "cpu_ms_per_step": cpu / calls * 1000, "versions": versions(side)}
 
 
 async def first_mode(side: str, url: str, ws: Path) -> dict[str, Any]:

@@ -18,7 +18,8 @@ chat completions) in its own process. The sides:
 
 Each side runs in its own process (``benchmarks/peer_sides.py``): imports, agent set-up and a 2-step
 warm-up session happen before its clock starts. ``--rounds`` (2) rounds are interleaved (project,
-peers…, references; again), and the figure is each side's best wall time per model call (ms/step).
+peers…, references; again), and the figure is each side's best wall time per model call (ms/step);
+the client process's CPU time per call is printed beside it as a cross-check (the server's is not in it).
 The machine is shared and noisy: compare the ratios of one run, not figures across runs.
 
 **Target: this project's ms/step ≤ 0.40 × the fastest peer's.**
@@ -111,7 +112,8 @@ def main(argv: list[str] | None = None) -> int:
                         continue
                     results[side].append(out)
                     print(f"round {rnd}  {side:<14} {out['ms_per_step']:7.2f} ms/step  "
-                          f"({out['wall_s']:.2f} s for {out['model_calls']} calls)", flush=True)
+                          f"(CPU {out['cpu_ms_per_step']:6.2f}; {out['wall_s']:.2f} s for {out['model_calls']} calls)",
+                          flush=True)
                     if args.json:
                         print(json.dumps(out))
                     time.sleep(0.5)  # let the stub settle between sides
@@ -119,22 +121,23 @@ def main(argv: list[str] | None = None) -> int:
             stub.stop()
 
     best = {s: min(r["ms_per_step"] for r in rs) for s, rs in results.items() if rs}
+    cpu = {s: min(r["cpu_ms_per_step"] for r in rs) for s, rs in results.items() if rs}
     print()
-    print(f"{'side':<58} {'best ms/step':>12}  {'rounds':<18} versions")
+    print(f"{'side':<58} {'best ms/step':>12} {'CPU':>6}  {'rounds':<18} versions")
     for side in sides:
         label = LABELS.get(side, side)
         if side in skipped:
-            print(f"{label:<58} {'SKIPPED':>12}  {skipped[side]}")
+            print(f"{label:<58} {'SKIPPED':>19}  {skipped[side]}")
             continue
         if side not in best:
-            print(f"{label:<58} {'SKIPPED':>12}  could not run: {'; '.join(failures[side])}")
+            print(f"{label:<58} {'SKIPPED':>19}  could not run: {'; '.join(failures[side])}")
             continue
         rounds = ", ".join(f"{r['ms_per_step']:.1f}" for r in results[side])
         vers = results[side][0]["versions"]
         shown = ", ".join(f"{k} {v}" for k, v in vers.items() if k != "python")
-        print(f"{label:<58} {best[side]:>12.2f}  {rounds:<18} {shown or '(standard library)'}")
+        print(f"{label:<58} {best[side]:>12.2f} {cpu[side]:>6.2f}  {rounds:<18} {shown or '(standard library)'}")
         if failures[side]:
-            print(f"{'':<58} {'':>12}  also failed: {'; '.join(failures[side])}")
+            print(f"{'':<58} {'':>19}  also failed: {'; '.join(failures[side])}")
     print()
     peers_run = {s: v for s, v in best.items() if s in PEERS}
     if PROJECT in best and peers_run:
@@ -143,6 +146,9 @@ def main(argv: list[str] | None = None) -> int:
         verdict = "OK" if ratio <= TARGET_RATIO else "OVER"
         print(f"ratio this project / fastest peer ({fastest}): {best[PROJECT]:.2f} / {peers_run[fastest]:.2f} = "
               f"{ratio:.2f}  (target <= {TARGET_RATIO:.2f}: {verdict})")
+        cpu_fastest = min((s for s in peers_run), key=cpu.get)
+        print(f"cross-check on the clients' process CPU (less sensitive to a loaded machine): "
+              f"{cpu[PROJECT]:.2f} / {cpu[cpu_fastest]:.2f} ({cpu_fastest}) = {cpu[PROJECT] / cpu[cpu_fastest]:.2f}")
         if "http.client" in best:
             print(f"this project spends {best[PROJECT] / best['http.client']:.1f}x the floor (http.client "
                   f"{best['http.client']:.2f} ms/step)")
