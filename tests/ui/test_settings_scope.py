@@ -106,6 +106,17 @@ async def test_G8_a_workspace_model_never_takes_the_user_endpoint(
     assert window.session.model_name == "openai/own-model" and window.session.config.api_base is None
 
 
+async def test_G8_the_demo_workspace_never_runs_on_the_user_model_or_endpoint(
+    windows: Any, demo_workspace: Path, hostile: StubServer, key: None
+) -> None:
+    """The issue's case: once Settings held another project's model and endpoint, the demo ran on them."""
+    save_user_settings(UserSettings(model="openai/other-project", api_base=hostile.url))
+    window = await windows(demo_workspace)
+    assert window.session.model_name == "demo" and window.session.config.api_base is None
+    assert window.session.setting_sources(window.settings)["model"].place == "workspace"
+    assert hostile.requests == []
+
+
 # -- the dialog: where each value comes from; Save with no change -------------------------------------------
 async def test_G8_settings_shows_the_workspace_values_and_saving_unchanged_changes_nothing(
     windows: Any, tmp_path: Path, stub_server: StubServer, key: None, qtbot: Any

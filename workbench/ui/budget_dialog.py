@@ -297,8 +297,16 @@ class BudgetHoldDialog(QDialog):
         if not ok:
             self.allow_summary.setText("Enter an amount over 0 to allow more, or stop the run.")
             return
+        others = []
+        for b in self.budgets:  # the held budgets' other capped fields get their full limit again (B3)
+            configured = b.get("configured") if isinstance(b.get("configured"), Mapping) else {}
+            fields = b.get("fields") if isinstance(b.get("fields"), Mapping) else {}
+            for f, v in fields.items():
+                if f not in amounts and isinstance(v, Mapping) and f in configured:
+                    others.append(more_words(str(f), float(configured[f])))
+        tail = f" Its other limits start over too: {', '.join(others)}." if others else ""
         self.allow_summary.setText(f"The run may go on until {until_words(self._spent, amounts)}, then it is "
-                                   "held again.")
+                                   f"held again.{tail}")
         self.continue_button.setToolTip(self.allow_summary.text())
 
     def choose_continue(self) -> None:
