@@ -32,7 +32,17 @@ async def test_g1_theme_dark_then_light_applies_at_once_and_is_saved(windows: An
     from workbench.config import load_user_settings
     from workbench.ui.style import current_theme, is_dark
 
+    from workbench.engine.messages import Message
+    from workbench.ui.markdown_render import code_boxes, colors
+
     window = await windows(demo_workspace)
+    window.transcript.render_messages([Message.assistant("Run:\n\n```python\nx = 1\n```\n")])
+    body = window.transcript.messages()[-1].body
+
+    def code_bg() -> str:
+        box = code_boxes(body.document())[0]
+        return box.cellAt(0, 0).format().background().color().name()
+
     app = QApplication.instance()
     dark = _theme_action(window, "Dark")
     assert dark.isCheckable()
@@ -42,9 +52,11 @@ async def test_g1_theme_dark_then_light_applies_at_once_and_is_saved(windows: An
     assert load_user_settings().theme == "dark"
     # the transcript follows at once (its blocks' colours come from the theme)
     assert window.transcript._palette["assistant_bg"] == "#22272e"
+    assert code_bg() == colors(True)["code_bg"], "code boxes take the dark colours"
     window.grab().save(str(tmp_path / "dark.png"))
     _theme_action(window, "Light").trigger()
     assert current_theme(app) == "light" and not is_dark()
+    assert code_bg() == colors(False)["code_bg"]
     assert load_user_settings().theme == "light"
     _theme_action(window, "System").trigger()
     assert load_user_settings().theme == "system"
