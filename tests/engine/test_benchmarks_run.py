@@ -29,7 +29,7 @@ def _run(script: str, *args: str) -> str:
 @pytest.mark.timeout(300)
 def test_peers_script_runs_the_project_and_the_floor() -> None:
     out = _run("peers.py", "--sides", "workbench,http.client", "--steps", "3", "--rounds", "1")
-    assert re.search(r"round 1\s+workbench\s+[\d.]+ ms/step\s+\([\d.]+ s for 4 calls\)", out), out
+    assert re.search(r"round 1\s+workbench\s+[\d.]+ ms/step\s+\(CPU\s+[\d.]+; [\d.]+ s for 4 calls\)", out), out
     assert re.search(r"round 1\s+http\.client\s+[\d.]+ ms/step", out), out
     assert re.search(r"this project \(Session, litellm\)\s+[\d.]+\s", out), out
     assert "litellm 1." in out  # the versions measured are printed
