@@ -195,14 +195,17 @@ def render_markdown(view: QTextEdit, text: str, *, dark: bool | None = None) -> 
         dark = is_dark()
     doc = view.document()
     highlighter = getattr(view, _HIGHLIGHTER, None)
-    if highlighter is None:
-        highlighter = FencedCodeHighlighter(doc, dark=dark)
-        setattr(view, _HIGHLIGHTER, highlighter)
-    else:
-        highlighter.set_dark(dark)
+    if highlighter is not None:
+        highlighter.setDocument(None)  # highlight once, after the polish (it re-lays the code out)
     view.setMarkdown(text)
-    if "|" in text or "`" in text or "    " in text:  # nothing to polish otherwise (most answers)
+    if "|" in text or "`" in text or "    " in text or "~~~" in text:  # nothing to polish otherwise (most answers)
         polish(doc, dark)
+    if highlighter is None and ("```" in text or "~~~" in text):
+        highlighter = FencedCodeHighlighter(None, dark=dark)  # only where there is fenced code
+        setattr(view, _HIGHLIGHTER, highlighter)
+    if highlighter is not None:
+        highlighter.set_dark(dark)
+        highlighter.setDocument(doc)
 
 
 __all__ = ["code_boxes", "colors", "polish", "render_markdown"]
