@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from workbench.config import WorkbenchConfig, load_config
+from workbench.decisions import ABANDON_MESSAGE, Drafts, PendingDecision, abandon, collect_pending, thread_questions
 from workbench.engine.agent import Agent, Engine
 from workbench.engine.events import Event
 from workbench.engine.messages import Message
@@ -31,8 +32,10 @@ def make_model(config: WorkbenchConfig, *, api_key: str | None = None, threaded:
         from workbench.engine.models.demo import DemoModel
 
         return DemoModel()
+    from workbench.engine.llm_setup import import_in_background
     from workbench.engine.models.litellm_model import LiteLLMModel
 
+    import_in_background()  # issue 9: the import overlaps the rest of the set-up and the first sections
     if api_key is None:
         from workbench.secrets import lookup_api_key
 
@@ -63,6 +66,7 @@ class Session:
         #: Session-level notices the window and the CLI show (e.g. which untrusted settings were ignored).
         self.notices: tuple[str, ...] = tuple(notices)
         self._task: asyncio.Task[RunResult] | None = None
+        self._drafts = Drafts()  # Q2: per-item decisions of a batch left part-way
 
     @classmethod
     async def open(
@@ -195,7 +199,9 @@ class Session:
 
     async def resume(self, decisions: Mapping[str, Any]) -> RunResult:
         """Answer every pending question (tool approvals, budget holds) and continue the run."""
-        return await self._track(self.engine.resume(self.thread_id, decisions))
+        result = await self._track(self.engine.resume(self.thread_id, decisions))
+        self._drafts.clear(self.thread_id)  # Q2: the batch was answered
+        return result
 
     async def recover(self) -> RunResult:
         """Re-run the step that failed or was cut off by a crash, from the last checkpoint."""
@@ -319,6 +325,28 @@ class Session:
         if cp is None or cp.status != "interrupted":
             return ()
         return tuple(Question.from_dict(q) for q in cp.pending.get("questions", []))
+
+    # -- decisions (Q1, Q2) ---------------------------------------------------------------------------------
+    def pending_decisions(self) -> list[PendingDecision]:
+        """Q1: every pending decision in the workspace (this thread's first, then other threads'), with
+        its source, age and any decision already made for it (Q2)."""
+        return collect_pending(self.store, self.thread_id, self._drafts.all())
+
+    def record_decision(self, question_id: str, decision: Mapping[str, Any], *, thread_id: str | None = None) -> None:
+        """Q2: keep one question's decision (Session.resume format) until the whole batch is decided;
+        leaving part-way keeps it. RunError when the question is not pending (any more)."""
+        tid = thread_id or self.thread_id
+        self._drafts.record(tid, thread_questions(self.store, tid)[0], question_id, decision)
+
+    def decided(self, thread_id: str | None = None) -> dict[str, dict[str, Any]]:
+        """Q2: the decisions recorded so far for a thread's pending questions."""
+        tid = thread_id or self.thread_id
+        return self._drafts.for_thread(tid, thread_questions(self.store, tid)[0])
+
+    async def abandon(self, message: str = ABANDON_MESSAGE) -> RunResult:
+        """"Stop this run" on a run waiting for decisions: it ends ``aborted`` without running a call."""
+        self._drafts.clear(self.thread_id)
+        return await abandon(self.engine, self.thread_id, self.pending, self.resume, message)
 
     # -- threads ---------------------------------------------------------------------------------------------
     def threads(self) -> list[ThreadInfo]:

@@ -8,7 +8,13 @@ of a suspended run and returns them in the ``Session.resume`` format::
                    "arguments": {...}, "message": "...", "always": "session" | "project" | "user"}}
 
 or None when the user closed a dialog without deciding (the run then stays suspended, and its
-questions come back when the thread is opened again).
+questions come back when the thread is opened again), or ``STOP_RUN`` when the person chose "Stop this
+run" (the caller abandons the run: ``Session.abandon``).
+
+G12: the approval dialog is modeless and placed beside the transcript, so the transcript and the
+panels stay readable and scrollable while deciding. Q2: several calls of one step are one list with
+per-item approve / edit / reject and "Approve the rest"; the decisions already made (``decided``) are
+kept when the dialog is left part-way, and the next opening starts at the first undecided call.
 """
 
 from __future__ import annotations
@@ -19,13 +25,15 @@ import logging
 from collections.abc import Awaitable, Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
-from PySide6.QtCore import QEvent, Qt, Signal, Slot
-from PySide6.QtGui import QColor, QFont, QSyntaxHighlighter, QTextCharFormat
+from PySide6.QtCore import QEvent, QPoint, QRect, Qt, Signal, Slot
+from PySide6.QtGui import QColor, QFont, QGuiApplication, QSyntaxHighlighter, QTextCharFormat
 from PySide6.QtWidgets import (
     QDialog,
     QHBoxLayout,
     QLabel,
     QLineEdit,
+    QListWidget,
+    QListWidgetItem,
     QPlainTextEdit,
     QPushButton,
     QTabWidget,
@@ -41,7 +49,12 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 ReadFile = Callable[[str], Awaitable[str]]
+OnDecided = Callable[[str, dict[str, Any]], None]
 FILE_TOOLS = ("write_file", "edit_file")
+STOP_RUN = "stop-run"
+"""What ``ask_decisions`` returns when the person chose "Stop this run" (G12)."""
+STOP_CODE = 2
+"""The dialog's result code for "Stop this run"."""
 
 
 def _mono() -> QFont:
@@ -123,30 +136,59 @@ def proposed_text(tool: str, arguments: dict[str, Any], old: str) -> str | None:
 
 
 class ApprovalDialog(QDialog):
-    """Decide one step's pending tool calls, in order or all at once."""
+    """Decide one step's pending tool calls: one list (Q2), each call approved, edited or rejected, or
+    the rest approved at once. Modeless (G12); ``decided`` are decisions made earlier (kept, Q2)."""
 
     sig_call_decided = Signal(str, dict)
     """A call was decided: the question id and its decision (Session.resume format)."""
 
-    def __init__(self, questions: Sequence[Question], parent: QWidget | None = None) -> None:
+    def __init__(self, questions: Sequence[Question], parent: QWidget | None = None, *,
+                 decided: dict[str, dict[str, Any]] | None = None, session: Any = None) -> None:
         super().__init__(parent)
+        self._session = session  # Q3: for "Make a rule…" (else the parent window's current session)
         self.setObjectName("approval_dialog")
         self.setWindowTitle("Approve tool call")
-        self.setModal(True)
+        self.setModal(False)  # G12: the transcript and the panels stay usable while deciding
         self.resize(780, 520)
         self.questions = list(questions)
-        self.decisions: dict[str, dict[str, Any]] = {}
-        self.index = 0
+        ids = {q.id for q in self.questions}
+        self.decisions: dict[str, dict[str, Any]] = {k: dict(v) for k, v in (decided or {}).items() if k in ids}
+        self.index = self._next_undecided(0)
         self._old_text: dict[str, str | None] = {}  # path -> current text (None: unreadable)
         self._read_errors: dict[str, str] = {}
         self._editing = False
         self._edit_error = ""
 
-        lay = QVBoxLayout(self)
+        outer = QVBoxLayout(self)
         self.header = QLabel()
         self.header.setObjectName("approval_header")
         self.header.setStyleSheet("font-size: 15px; font-weight: 600;")
-        lay.addWidget(self.header)
+        outer.addWidget(self.header)
+        body = QHBoxLayout()
+        outer.addLayout(body, 1)
+        # Q2: the step's calls as one list; "Approve the rest" sits under it, far from Reject.
+        self.batch = QWidget(self)
+        self.batch.setObjectName("approval_batch_column")
+        batch_lay = QVBoxLayout(self.batch)
+        batch_lay.setContentsMargins(0, 0, 0, 0)
+        self.batch_list = QListWidget(self.batch)
+        self.batch_list.setObjectName("approval_batch")
+        self.batch_list.setAccessibleName("Calls to decide")
+        self.batch_list.setMinimumWidth(220)
+        self.batch_list.setMaximumWidth(300)
+        self.batch_list.setTextElideMode(Qt.TextElideMode.ElideMiddle)  # the file name stays in sight
+        self.batch_list.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
+        self.batch_list.setSpacing(2)
+        self.batch_list.currentRowChanged.connect(self._select_row)
+        batch_lay.addWidget(self.batch_list, 1)
+        self.approve_all_button = self._button("Approve the rest", "approve_all", self.approve_all)
+        self.approve_all_button.setToolTip("Approve every call not decided yet (the ones decided keep their decision)")
+        batch_lay.addWidget(self.approve_all_button)
+        body.addWidget(self.batch)
+        detail = QWidget(self)
+        lay = QVBoxLayout(detail)
+        lay.setContentsMargins(0, 0, 0, 0)
+        body.addWidget(detail, 1)
         self.tool_label = QLabel()
         self.tool_label.setObjectName("approval_tool")
         self.tool_label.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
@@ -187,7 +229,20 @@ class ApprovalDialog(QDialog):
         # G7: Enter in the rejection message rejects, with the message (it used to approve).
         self.reject_message.returnPressed.connect(self.reject_call)
         reject_row.addWidget(self.reject_message, 1)
-        lay.addLayout(reject_row)
+        outer.addLayout(reject_row)
+
+        # Q3: what "Always" saves, said before it is chosen; "Make a rule…" for a folder, a tree or a tool.
+        scope_row = QHBoxLayout()
+        self.always_scope = QLabel(self)
+        self.always_scope.setObjectName("approval_always_scope")
+        self.always_scope.setWordWrap(True)
+        self.always_scope.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        scope_row.addWidget(self.always_scope, 1)
+        self.make_rule_button = self._button("Make a rule…", "make_rule", self.make_rule)
+        self.make_rule_button.setToolTip("Build a rule for this file's folder, a whole tree or the tool, see which "
+                                         "earlier calls it matches, and save it for the session, the project or you")
+        scope_row.addWidget(self.make_rule_button)
+        outer.addLayout(scope_row)
 
         buttons = QHBoxLayout()
         # G7: no default button. Enter on the dialog decides nothing; Space or a click on a button does.
@@ -202,14 +257,23 @@ class ApprovalDialog(QDialog):
                                            "workspace, below that workspace's deny and ask rules")
         self.edit_button = self._button("Edit arguments", "edit_arguments", self.toggle_edit)
         self.reject_button = self._button("Reject", "reject", self.reject_call)
-        self.approve_all_button = self._button("Approve all", "approve_all", self.approve_all)
         for b in (self.approve_button, self.always_session_button, self.always_project_button,
                   self.always_user_button):
             buttons.addWidget(b)
         buttons.addStretch(1)
-        for b in (self.edit_button, self.reject_button, self.approve_all_button):
+        for b in (self.edit_button, self.reject_button):
             buttons.addWidget(b)
-        lay.addLayout(buttons)
+        outer.addLayout(buttons)
+        stop_row = QHBoxLayout()
+        self.stop_run_button = self._button("Stop this run", "stop_run", self.stop_run)
+        self.stop_run_button.setToolTip("Abandon the run: no call of it runs, it ends stopped (aborted)")
+        stop_row.addWidget(self.stop_run_button)
+        self.batch_note = QLabel(self)
+        self.batch_note.setObjectName("approval_batch_note")
+        self.batch_note.setProperty("role", "muted")
+        stop_row.addWidget(self.batch_note, 1)
+        outer.addLayout(stop_row)
+        self._fill_batch()
         self._show_current()
 
     def changeEvent(self, event: QEvent) -> None:  # noqa: N802 - Qt override
@@ -230,6 +294,67 @@ class ApprovalDialog(QDialog):
     def current(self) -> Question | None:
         return self.questions[self.index] if self.index < len(self.questions) else None
 
+    def _next_undecided(self, start: int) -> int:
+        """The first undecided call from ``start`` on (wrapping), else ``len(questions)``."""
+        n = len(self.questions)
+        for k in range(n):
+            i = (start + k) % n
+            if self.questions[i].id not in self.decisions:
+                return i
+        return n
+
+    @property
+    def undecided(self) -> list[Question]:
+        return [q for q in self.questions if q.id not in self.decisions]
+
+    def _fill_batch(self) -> None:
+        """The list of the step's calls with what was decided for each (Q2)."""
+        self.batch.setVisible(len(self.questions) > 1)
+        self.batch_list.blockSignals(True)
+        try:
+            self.batch_list.clear()
+            for i, q in enumerate(self.questions):
+                d = self.decisions.get(q.id)
+                state = _DECIDED_WORDS.get(str(d.get("decision")), "decided") if d else "to decide"
+                args = self._args(q)
+                what = str(q.payload.get("tool", "?")) + (f" {args['path']}" if isinstance(args.get("path"), str) else "")
+                # The state in words first (G14: not told by colour alone), the call below it.
+                item = QListWidgetItem(f"{i + 1}. {state.capitalize()}\n{what}")
+                item.setToolTip(f"{what}: {state}")
+                if d is not None:
+                    font = item.font()
+                    font.setItalic(True)
+                    item.setFont(font)
+                self.batch_list.addItem(item)
+            if self.index < len(self.questions):
+                self.batch_list.setCurrentRow(self.index)
+        finally:
+            self.batch_list.blockSignals(False)
+        left = len(self.undecided)
+        self.approve_all_button.setText(f"Approve the rest ({left})")
+        self.approve_all_button.setVisible(left > 1)
+        done = len(self.questions) - left
+        self.batch_note.setText(f"{done} of {len(self.questions)} decided; closing keeps them" if done else "")
+
+    @Slot(int)
+    def _select_row(self, row: int) -> None:
+        if 0 <= row < len(self.questions) and row != self.index:
+            self.index = row
+            self._show_current()
+
+    def sync(self, decided: dict[str, dict[str, Any]]) -> None:
+        """Take decisions made elsewhere (the inbox, Q1); done when every call is decided."""
+        ids = {q.id for q in self.questions}
+        self.decisions.update({k: dict(v) for k, v in decided.items() if k in ids})
+        if not self.undecided:
+            self.accept()
+            return
+        q = self.current
+        if q is None or q.id in self.decisions:
+            self.index = self._next_undecided(self.index)
+            self._show_current()
+        self._fill_batch()
+
     def _args(self, q: Question) -> dict[str, Any]:
         args = q.payload.get("arguments")
         return dict(args) if isinstance(args, dict) else {}
@@ -241,6 +366,10 @@ class ApprovalDialog(QDialog):
         n = len(self.questions)
         tool = str(q.payload.get("tool", "?"))
         self.header.setText(self._headline(tool) + (f" — call {self.index + 1} of {n}" if n > 1 else ""))
+        if self.batch_list.currentRow() != self.index:
+            self.batch_list.blockSignals(True)
+            self.batch_list.setCurrentRow(self.index)
+            self.batch_list.blockSignals(False)
         self._show_tool_line()
         reason = str(q.payload.get("reason") or "")
         rule = q.payload.get("rule")
@@ -254,12 +383,39 @@ class ApprovalDialog(QDialog):
         self.edit_button.setText("Edit arguments")
         self.approve_button.setText("Approve once")
         self.reject_message.clear()
-        self.approve_all_button.setVisible(n - self.index > 1)
+        self._show_always_scope(q)
         is_file = tool in FILE_TOOLS
         self.tabs.setTabVisible(1, is_file)
         self.tabs.setCurrentIndex(1 if is_file else 0)
         self._refresh_diff()
         self._validate()
+
+    def _show_always_scope(self, q: Question) -> None:
+        """Q3: the Always buttons and the line above them say exactly what "Always" saves (one file,
+        one tool) and where, from the question's ``always`` list (older questions lack it)."""
+        rules = [str(r) for r in q.payload.get("always") or [] if isinstance(r, str)]
+        paths = [r.split(" ", 2)[2] for r in rules if len(r.split(" ", 2)) == 3 and r.split(" ", 2)[1] != "invoke"]
+        tools = [r.split(" ", 2)[2] for r in rules if len(r.split(" ", 2)) == 3 and r.split(" ", 2)[1] == "invoke"]
+        if len(rules) == 1 and paths:
+            noun = "this file"
+        elif len(rules) == 1 and tools:
+            noun = "this tool"
+        else:
+            noun = "these" if rules else "this"
+        for b, where, file in ((self.always_session_button, "session", "kept in this thread"),
+                               (self.always_project_button, "project", "saved in this workspace's workbench.yaml"),
+                               (self.always_user_button, "everywhere", "saved in your own permissions.yaml, for every "
+                                                                     "workspace below its deny and ask rules")):
+            b.setText(f"Always {noun} ({where})")
+            what = "; ".join(rules) if rules else "exact allow rules for what asked"
+            b.setToolTip(f"Approve, and allow exactly this from now on: {what} — {file}. "
+                         "For a folder, a tree or a tool, use Make a rule…")
+        if rules:
+            self.always_scope.setText("“Always” allows exactly: <b>" + _html("; ".join(rules)) + "</b>"
+                                      + (" (this file only)" if noun == "this file" else
+                                         " (this tool only)" if noun == "this tool" else ""))
+        else:
+            self.always_scope.setText("“Always” allows exactly what asked for this call, nothing wider.")
 
     def _headline(self, tool: str) -> str:
         q = self.current
@@ -363,11 +519,12 @@ class ApprovalDialog(QDialog):
             return
         self.decisions[q.id] = decision
         self.sig_call_decided.emit(q.id, decision)
-        self.index += 1
+        self.index = self._next_undecided(self.index + 1)
         if self.current is None:
             self.accept()
         else:
             self._show_current()
+            self._fill_batch()
 
     def approve(self, always: str | None = None) -> None:
         """Approve the current call (with the edited arguments when editing)."""
@@ -385,6 +542,31 @@ class ApprovalDialog(QDialog):
         if always:
             decision["always"] = always
         self._decide(decision)
+
+    def _current_session(self) -> Any:
+        return self._session if self._session is not None else getattr(self.parentWidget(), "session", None)
+
+    def make_rule(self) -> None:
+        """Q3: open the rule builder for the current call (the call itself is still decided here)."""
+        q, session = self.current, self._current_session()
+        if q is None:
+            return
+        if session is None:
+            self.always_scope.setText("No workspace is open to make a rule for.")
+            return
+        start(self._make_rule(session, q), name="rule-builder")
+
+    async def _make_rule(self, session: Any, q: Question) -> None:
+        from workbench.ui.rule_builder import alive, describe_saved, open_rule_builder
+
+        self.make_rule_button.setEnabled(False)
+        try:
+            saved = await open_rule_builder(session, q, self)
+        finally:
+            if alive(self):
+                self.make_rule_button.setEnabled(True)
+        if saved is not None and alive(self) and self.current is q:
+            self.always_scope.setText(_html(describe_saved(saved)) + ". Decide this call here.")
 
     def toggle_edit(self) -> None:
         """Switch the arguments between read-only and an editable, validated JSON editor."""
@@ -408,13 +590,50 @@ class ApprovalDialog(QDialog):
         self._decide({"decision": "reject", "message": message or "The user rejected this call."})
 
     def approve_all(self) -> None:
-        """Approve the current call and every one after it."""
-        while self.current is not None:
-            q = self.current
+        """Approve the rest: every call not decided yet (decided ones keep their decision)."""
+        for q in self.undecided:
             self.decisions[q.id] = {"decision": "approve"}
             self.sig_call_decided.emit(q.id, self.decisions[q.id])
-            self.index += 1
+        self.index = len(self.questions)
         self.accept()
+
+    def stop_run(self) -> None:
+        """G12: abandon the run (the caller ends it aborted); nothing more is decided here."""
+        self.done(STOP_CODE)
+
+
+_DECIDED_WORDS = {"approve": "approved", "edit": "edited", "reject": "rejected", "respond": "answered"}
+
+
+def beside_rect(transcript: QRect, window: QRect, screen: QRect, width: int, height: int) -> QRect:
+    """G12: where a modeless dialog of this size goes so the transcript stays in sight (global
+    coordinates): right of the window when the screen has room; else over the right-hand docks; else
+    left of the window; else right-aligned, covering the docks first and as little of the transcript as
+    it must. Its top is the transcript's; its height at most the transcript's (360 px at least)."""
+    height = max(360, min(height, transcript.height()))
+    left, right = min(screen.left(), window.left()), max(screen.right(), window.right())
+    if screen.right() - window.right() >= width:
+        x = window.right() + 1
+    elif transcript.right() + width <= right:
+        x = transcript.right() + 1
+    elif window.left() - screen.left() >= width:
+        x = window.left() - width
+    else:
+        x = max(left, right - width + 1)
+    return QRect(x, transcript.top(), width, height)
+
+
+def place_beside_transcript(dialog: QWidget, window: QWidget | None) -> None:
+    """G12: put a modeless dialog beside the window's transcript, not over it (``beside_rect``)."""
+    transcript = getattr(window, "transcript", None)
+    if window is None or not isinstance(transcript, QWidget) or not transcript.isVisible():
+        return
+    screen_obj = window.screen() or QGuiApplication.primaryScreen()
+    screen = screen_obj.availableGeometry() if screen_obj is not None else window.frameGeometry()
+    width = max(dialog.width(), dialog.minimumSizeHint().width())
+    rect = beside_rect(QRect(transcript.mapToGlobal(QPoint(0, 0)), transcript.size()), window.frameGeometry(),
+                       screen, width, dialog.height())
+    dialog.setGeometry(rect)
 
 
 def _html(text: str) -> str:
@@ -499,26 +718,41 @@ class BudgetHoldDialog(QDialog):
         self.accept()
 
 
-async def _await_dialog(dialog: QDialog) -> int:
+async def _await_dialog(dialog: QDialog, *, modal: bool = True) -> int:
     try:
-        return await ask_dialog(dialog)
+        return await ask_dialog(dialog, modal=modal)
     finally:
         release_dialog(dialog)
 
 
 async def ask_approvals(parent: QWidget | None, questions: Sequence[Question],
-                        read: ReadFile | None = None) -> dict[str, dict[str, Any]] | None:
-    """Open the approval dialog for these tool calls; their decisions, or None if it was closed."""
-    dialog = ApprovalDialog(questions, parent)
+                        read: ReadFile | None = None, *, decided: dict[str, dict[str, Any]] | None = None,
+                        on_decided: OnDecided | None = None) -> dict[str, dict[str, Any]] | str | None:
+    """Open the (modeless, G12) approval dialog for these tool calls, starting at the first one not in
+    ``decided`` (Q2); ``on_decided(id, decision)`` hears each decision as it is made. Their decisions,
+    None if it was closed part-way, or ``STOP_RUN``."""
+    dialog = ApprovalDialog(questions, parent, decided=decided)
+    if on_decided is not None:
+        dialog.sig_call_decided.connect(lambda qid, d: _tell(on_decided, qid, d))
+    place_beside_transcript(dialog, parent)
     loader = start(dialog.load_files(read), name="approval-diffs") if read is not None else None
     try:
-        code = await _await_dialog(dialog)
+        code = await _await_dialog(dialog, modal=False)
     finally:
         if loader is not None and not loader.done():
             loader.cancel()
+    if code == STOP_CODE:
+        return STOP_RUN
     if code != QDialog.DialogCode.Accepted:
         return None
     return dict(dialog.decisions)
+
+
+def _tell(on_decided: OnDecided, qid: str, decision: dict[str, Any]) -> None:
+    try:
+        on_decided(qid, dict(decision))
+    except Exception as e:  # noqa: BLE001 - the dialog's own record still decides; say why it was not kept
+        log.warning("the decision for %s was not recorded: %s", qid, e)
 
 
 _budget_error: str | None = None
@@ -569,27 +803,34 @@ async def ask_budget_hold(parent: QWidget | None, question: Question) -> dict[st
 
 
 async def ask_decisions(parent: QWidget | None, questions: Sequence[Question],
-                        read: ReadFile | None = None) -> dict[str, dict[str, Any]] | None:
+                        read: ReadFile | None = None, *, decided: dict[str, dict[str, Any]] | None = None,
+                        on_decided: OnDecided | None = None) -> dict[str, dict[str, Any]] | str | None:
     """Every pending question's decision (tool approvals first, in order, then budget holds, then any
-    other kind), or None when the user closed a dialog without deciding."""
-    decisions: dict[str, dict[str, Any]] = {}
+    other kind), None when the user closed a dialog without deciding, or ``STOP_RUN``. ``decided``:
+    decisions made before (kept; only the others are asked, Q2); ``on_decided`` hears each new one."""
+    decisions: dict[str, dict[str, Any]] = dict(decided or {})
     approvals = [q for q in questions if q.kind == "tool_approval"]
-    if approvals:
-        got = await ask_approvals(parent, approvals, read)
-        if got is None:
-            return None
+    if approvals and any(q.id not in decisions for q in approvals):
+        got = await ask_approvals(parent, approvals, read, decided=decisions, on_decided=on_decided)
+        if got is None or isinstance(got, str):
+            return got
         decisions.update(got)
-    holds = await ask_budget_holds(parent, [q for q in questions if q.kind == "budget_hold"])
+    holds = await ask_budget_holds(parent, [q for q in questions if q.kind == "budget_hold" and q.id not in decisions])
     if holds is None:
         return None
+    for qid, d in holds.items():
+        if on_decided is not None:
+            _tell(on_decided, qid, d)
     decisions.update(holds)
     for q in questions:
-        if q.kind in ("tool_approval", "budget_hold"):
+        if q.kind in ("tool_approval", "budget_hold") or q.id in decisions:
             continue
         d = await _ask_generic(parent, q)
         if d is None:
             return None
         decisions[q.id] = d
+        if on_decided is not None:
+            _tell(on_decided, q.id, d)
     return decisions
 
 
@@ -604,12 +845,15 @@ async def _ask_generic(parent: QWidget | None, question: Question) -> dict[str, 
 
 
 __all__ = [
+    "STOP_RUN",
     "ApprovalDialog",
     "BudgetHoldDialog",
     "ask_approvals",
     "ask_budget_hold",
     "ask_budget_holds",
     "ask_decisions",
+    "beside_rect",
+    "place_beside_transcript",
     "proposed_text",
     "unified_diff",
 ]

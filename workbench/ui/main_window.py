@@ -36,8 +36,10 @@ from PySide6.QtWidgets import (
 from workbench.config import UserSettings, add_recent_workspace, load_user_settings, save_user_settings
 from workbench.errors import WorkbenchError
 from workbench.ui import qt_async
-from workbench.ui.approval_dialog import ask_decisions
+from workbench.ui.approval_dialog import STOP_RUN
 from workbench.ui.bridge import Bridge
+from workbench.ui.decision_desk import DecisionDesk
+from workbench.ui.decision_desk import show_panel as show_decisions_panel
 from workbench.ui.run_activity import install_run_ticker
 from workbench.ui.threads_panel import ThreadsPanel
 from workbench.ui.transcript import TranscriptView
@@ -114,6 +116,8 @@ class MainWindow(QMainWindow):
         self.input = PromptEdit(self)
         self.input.setObjectName("prompt_input")
         self.input.setPlaceholderText("Ask the agent…  (Ctrl+Enter sends)")
+        self.input.setAccessibleName("Message to the agent")  # G14
+        self.input.setAccessibleDescription("Ctrl+Enter sends; Tab moves on to Send")
         self.send_button = QPushButton("Send", self)
         self.send_button.setObjectName("send_button")
         self.send_button.setToolTip("Send (Ctrl+Enter)")
@@ -195,6 +199,11 @@ class MainWindow(QMainWindow):
             self.bridge.sig_event_received.connect(self.status.follow_budgets)
         self._remove_error_hook = qt_async.add_error_hook(self._on_error)
         install_keyboard(self)  # G7: shortcuts in the File and Run menus, the prompt box focused
+        self._quit_confirmed = False  # G12: quitting mid-run or with decisions waiting asks first
+        self.desk = DecisionDesk(self)  # Q1: the workspace's pending decisions, answered in one way
+        clicked = getattr(self.status, "sig_decisions_clicked", None)
+        if clicked is not None:
+            clicked.connect(lambda: show_decisions_panel(self))
 
         self.resize(1200, 800)
         self.restore_layout()
@@ -269,7 +278,7 @@ class MainWindow(QMainWindow):
             session = await Session.open(ws, thread_id, model=model, api_base=api_base, threaded_model=True,
                                          default_model=self.settings.model, default_api_base=self.settings.api_base,
                                          default_permission=self.settings.default_permission, trust=trust)
-        except window_open.OPEN_FAILURES as e:
+        except Exception as e:  # noqa: BLE001 - shown, then raised: the current workspace stays (G9)
             window_open.show_open_error(self, ws, e, {"model": model, "api_base": api_base, "thread_id": thread_id})
             raise
         await self.close_session()  # only now: the new one opened
@@ -529,7 +538,7 @@ class MainWindow(QMainWindow):
                     break
                 self._set_running(True)
                 self.status.set_status("running")  # type: ignore[attr-defined] # resuming starts no new run
-                result = await session.resume(decisions)
+                result = await (session.abandon() if decisions == STOP_RUN else session.resume(decisions))
             return status
         finally:
             self._set_running(False)
@@ -621,6 +630,14 @@ class MainWindow(QMainWindow):
 
     # -- closing ----------------------------------------------------------------------------------------
     def closeEvent(self, event: QCloseEvent) -> None:  # noqa: N802 - Qt override
+        why = "" if self._quit_confirmed or self._closing else self.desk.quit_question()
+        if why and self.desk.quit_box is None and _loop_running():  # G12: ask first; the default stays
+            event.ignore()
+            qt_async.start(self._confirm_quit(why), name="confirm-quit")
+            return
+        if why and self.desk.quit_box is not None:
+            event.ignore()  # already asking
+            return
         if not self._closing:
             self._closing = True
             self.save_layout()
@@ -641,8 +658,15 @@ class MainWindow(QMainWindow):
         finally:
             self._remove_error_hook()
 
+    async def _confirm_quit(self, why: str) -> None:
+        if await self.desk.confirm_quit(why):
+            self._quit_confirmed = True
+            self.close()
+
     async def wait_closed(self) -> None:
-        """Close the window (if open) and wait until its session is closed."""
+        """Close the window (if open) and wait until its session is closed (no question asked)."""
+        self._quit_confirmed = True
+        self.desk.dismiss_quit_box()
         if self._shutdown_task is None:
             self.close()
         if self._shutdown_task is None:  # close() sent no close event (never shown)
@@ -652,6 +676,14 @@ class MainWindow(QMainWindow):
 
 
 _warm_thread: threading.Thread | None = None
+
+
+def _loop_running() -> bool:
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return False
+    return True
 
 
 def wait_warm_up(timeout: float = 5.0) -> None:

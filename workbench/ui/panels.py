@@ -105,6 +105,27 @@ def install_events_panel(window: Any) -> QWidget:
     return panel
 
 
+def install_decisions_panel(window: Any, tab_with: Any = None) -> QWidget:
+    """The Decisions dock (Q1, the inbox) over the window's ``DecisionDesk``; tabbed with ``tab_with``
+    (the right-hand group) when given. Installed once; the status bar's "N decisions waiting" opens it."""
+    if window.dock("Decisions") is not None:
+        return window.dock("Decisions").widget()
+
+    def factory(mod: Any) -> QWidget:
+        return mod.DecisionsPanel(window)
+
+    panel = load_panel(window, "Decisions", "workbench.ui.decisions_panel", factory)
+    dock = window.add_dock("Decisions", panel, Right)
+    if tab_with is not None:
+        window.tabifyDockWidget(tab_with, dock)
+    bridge = window.bridge
+    if not isinstance(panel, PanelError):
+        bridge.sig_thread_attached.connect(lambda _tid: panel.set_session(bridge.session))
+        if isinstance(getattr(window, "panels", None), dict):
+            window.panels["Decisions"] = panel
+    return panel
+
+
 def install_panels(window: Any) -> dict[str, Any]:
     """Add Plan, Skills, Instructions, Budget and Artifacts docks; returns the loaded ones by title.
 
@@ -122,6 +143,9 @@ def install_panels(window: Any) -> dict[str, Any]:
     first, *rest = [d for d in docks if d is not None]
     for dock in rest:
         window.tabifyDockWidget(first, dock)
+    decisions = install_decisions_panel(window, tab_with=first)  # Q1: the inbox, in the same group
+    if not isinstance(decisions, PanelError):
+        panels["Decisions"] = decisions
     failed = [d for d in docks if d is not None and isinstance(d.widget(), PanelError)]
     (failed[0] if failed else first).raise_()  # a panel that failed to load is the tab in sight
     if not window.settings.window.get("state"):

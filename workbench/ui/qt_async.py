@@ -22,6 +22,7 @@ from typing import Any, TypeVar
 
 os.environ.setdefault("QT_API", "pyside6")  # qasync must bind to PySide6, even if PyQt is installed
 
+from PySide6.QtCore import Qt  # noqa: E402
 from PySide6.QtWidgets import QApplication, QDialog  # noqa: E402
 
 import qasync  # noqa: E402
@@ -147,9 +148,10 @@ async def cancel_all(timeout: float = 5.0) -> None:
 # Dialogs and worker-thread futures
 
 
-def ask_dialog(dialog: QDialog) -> asyncio.Future[int]:
+def ask_dialog(dialog: QDialog, *, modal: bool = True) -> asyncio.Future[int]:
     """``open()`` a dialog (window-modal, no nested loop) and return a Future resolved with its result
-    code when it finishes. Cancelling the Future rejects (closes) the dialog."""
+    code when it finishes. Cancelling the Future rejects (closes) the dialog. ``modal=False`` shows it
+    modeless instead (G12: the window stays usable while deciding)."""
     loop = asyncio.get_event_loop()
     fut: asyncio.Future[int] = loop.create_future()
 
@@ -171,7 +173,13 @@ def ask_dialog(dialog: QDialog) -> asyncio.Future[int]:
 
     dialog.finished.connect(finished)
     fut.add_done_callback(on_done)
-    dialog.open()
+    if modal:
+        dialog.open()
+    else:
+        dialog.setWindowModality(Qt.WindowModality.NonModal)
+        dialog.show()
+        dialog.raise_()
+        dialog.activateWindow()
     return fut
 
 

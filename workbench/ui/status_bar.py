@@ -13,7 +13,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from PySide6.QtWidgets import QLabel, QStatusBar, QWidget
+from PySide6.QtCore import Qt, Signal
+from PySide6.QtWidgets import QLabel, QStatusBar, QToolButton, QWidget
 
 from workbench.ui.budget_panel import FIGURE_EVENTS, field_label, format_amount, level_for
 from workbench.ui.style import set_status_property
@@ -84,6 +85,9 @@ def _details(title: str, usage: dict[str, Any]) -> str:
 class RunStatusBar(QStatusBar):
     """Model, run status and usage as permanent labels (transient messages still show on the left)."""
 
+    sig_decisions_clicked = Signal()
+    """The person clicked "N decisions waiting" (Q1): open the Decisions panel."""
+
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
         self.setObjectName("runStatusBar")
@@ -99,10 +103,29 @@ class RunStatusBar(QStatusBar):
         self.budgets: dict[int, dict[str, Any]] = {}  # index -> {"scope", "fields": {field: {spent, limit}}}
         for label in (self.model_label, self.status_label, self.usage_label, self.budget_label):
             self.addPermanentWidget(label)
+        # Q1: "N decisions waiting", shown while any decision waits in the workspace; opens the inbox.
+        self.decisions_button = QToolButton(self)
+        self.decisions_button.setObjectName("statusDecisions")
+        self.decisions_button.setAutoRaise(True)
+        self.decisions_button.setCursor(Qt.CursorShape.PointingHandCursor)
+        self.decisions_button.setToolTip("Open the Decisions panel: every decision waiting in this workspace")
+        self.decisions_button.clicked.connect(lambda _=False: self.sig_decisions_clicked.emit())
+        self.decisions_button.hide()
+        self.insertPermanentWidget(0, self.decisions_button)
+        self.decisions = 0
         self.set_model(None)
         self.set_status("new")
         self.set_usage({}, {})
         self.set_budgets([])
+
+    def set_decisions(self, count: int) -> None:
+        """Q1: "N decisions waiting" (hidden at none); the words carry it, not a colour alone (G14)."""
+        self.decisions = max(0, int(count))
+        text = f"{self.decisions} decision{'s' if self.decisions != 1 else ''} waiting"
+        self.decisions_button.setText(text)
+        self.decisions_button.setAccessibleName(text)
+        self.decisions_button.setVisible(self.decisions > 0)
+        set_status_property(self.decisions_button, "interrupted" if self.decisions else "")
 
     def set_model(self, name: str | None) -> None:
         """Show the model; ``demo`` reads "demo (offline)"."""

@@ -1,0 +1,171 @@
+"""Q1: one inbox of every pending decision in the workspace (issue 10, build "Decision inbox").
+
+The Decisions dock lists the tool approvals and budget holds of this thread and of the workspace's
+other threads, with source and age; the status bar says "N decisions waiting" and opens it;
+answering there is the same Session call as in the approval dialog.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from pathlib import Path
+from typing import Any
+
+from PySide6.QtCore import Qt
+
+from tests.stub_server import StubReply, StubServer
+from tests.ui.helpers import button, click, find_dialog, visible_dialog, wait_for
+from tests.ui.pending import open_window, decisions_panel, leave_pending, warmed
+from workbench.errors import RunError
+
+
+async def test_q1_session_lists_pending_decisions_across_threads(stub_workspace: Path) -> None:
+    """Session.pending_decisions: this thread's first, then the others', each with its thread, agent,
+    age and place in its batch; record_decision keeps a decision for one call of a batch (Q2)."""
+    from workbench.session import Session
+
+    a, b = await leave_pending(stub_workspace, ["a.txt", "b.txt"], ["c.txt"])
+    session = await Session.open(stub_workspace, b)
+    try:
+        items = session.pending_decisions()
+        assert [(i.thread_id, i.summary(), i.index, i.count, i.current) for i in items] == [
+            (b, "write_file /project/c.txt", 0, 1, True),
+            (a, "write_file /project/a.txt", 0, 2, False),
+            (a, "write_file /project/b.txt", 1, 2, False),
+        ]
+        assert all(i.source == "thread" and i.agent == "main" and i.kind == "tool_approval" for i in items)
+        assert items[1].thread_title.startswith("Write a.txt and b.txt")
+        assert 0 <= items[0].age(time.time()) < 60
+        session.record_decision(items[1].id, {"decision": "reject", "message": "no"}, thread_id=a)
+        assert session.decided(a) == {items[1].id: {"decision": "reject", "message": "no"}}
+        assert session.pending_decisions()[1].draft == {"decision": "reject", "message": "no"}
+        try:
+            session.record_decision("approval-nope", {"decision": "approve"}, thread_id=a)
+        except RunError as e:
+            assert "approval-nope" in str(e)
+        else:
+            raise AssertionError("an unknown question was recorded")
+    finally:
+        await session.close()
+
+
+async def test_q1_status_bar_counts_the_workspace_and_opens_the_inbox(windows: Any, stub_workspace: Path,
+                                                                      qtbot: Any) -> None:
+    a, b = await leave_pending(stub_workspace, ["a.txt", "b.txt"], ["c.txt"])
+    window = await open_window(windows, stub_workspace, thread_id=b)
+    panel = decisions_panel(window)
+    await find_dialog("approval_dialog")  # this thread's call is asked in the (modeless) dialog too
+    status = window.status
+    await wait_for(lambda: status.decisions_button.isVisible(), 5, "the decisions count")
+    assert status.decisions_button.text() == "3 decisions waiting"
+    window.dock("Other").raise_()  # another tab in front: the click must bring the inbox up
+    assert panel.visibleRegion().isEmpty()
+    click(qtbot, status.decisions_button)
+    await wait_for(lambda: not panel.visibleRegion().isEmpty(), 5, "the Decisions panel in sight")
+    rows = [[panel.tree.topLevelItem(i).text(c) for c in range(3)] for i in range(panel.tree.topLevelItemCount())]
+    assert [r[0] for r in rows] == ["write_file /project/c.txt", "write_file /project/a.txt",
+                                    "write_file /project/b.txt"]
+    assert rows[0][1] == "This thread" and rows[1][1].startswith("1/2 · “Write a.txt and b.txt")
+    assert rows[2][1].startswith("2/2 · ")
+    assert all(r[2] in ("just now",) or r[2].endswith((" s", " min")) for r in rows)
+    assert "3 decisions waiting in 2 threads" in panel.summary.text()
+
+
+async def test_q1_approving_in_the_inbox_resumes_the_run_as_the_dialog_would(
+        windows: Any, stub_workspace: Path, stub_server: StubServer, qtbot: Any) -> None:
+    """The same call: the inbox's Approve records the decision, the open dialog takes it and closes,
+    and the run resumes (the file is written)."""
+    (tid,) = await leave_pending(stub_workspace, ["a.txt"])
+    stub_server.script(StubReply(text="Written."))
+    window = await open_window(windows, stub_workspace, thread_id=tid)
+    panel = decisions_panel(window)
+    await find_dialog("approval_dialog")
+    await wait_for(lambda: panel.tree.topLevelItemCount() == 1, 5, "the inbox row")
+    click(qtbot, panel.approve_button)
+    await wait_for(lambda: visible_dialog("approval_dialog") is None, 5, "the dialog to take the inbox's decision")
+    await wait_for(lambda: window.session.status == "done", 20, "the run to finish")
+    assert (stub_workspace / "a.txt").read_text() == "a.txt"
+    await wait_for(lambda: panel.tree.topLevelItemCount() == 0, 5, "an empty inbox")
+    assert not window.status.decisions_button.isVisible()
+    assert "Nothing waits" in panel.summary.text()
+
+
+async def test_q1_rejecting_another_threads_call_with_enter_in_the_message(
+        windows: Any, stub_workspace: Path, stub_server: StubServer, qtbot: Any) -> None:
+    """A decision of another thread: the window opens that thread and its run resumes there; Enter in
+    the message rejects with the message (G7), never approves."""
+    (other,) = await leave_pending(stub_workspace, ["secret.txt"])
+    stub_server.script(StubReply(text="Understood, not writing it."))
+    window = await open_window(windows, stub_workspace, thread_id=other)
+    await find_dialog("approval_dialog")
+    await window.new_thread()  # the person moved on to a new thread; the other one still waits
+    here = window.session.thread_id
+    panel = decisions_panel(window)
+    await wait_for(lambda: panel.tree.topLevelItemCount() == 1 and not panel.items[0].current, 5,
+                   "the other thread's decision")
+    click(qtbot, window.status.decisions_button)
+    assert panel.selected().thread_id == other and panel.open_button.isVisible()
+    panel.message.setFocus()
+    qtbot.keyClicks(panel.message, "not that file")
+    qtbot.keyClick(panel.message, Qt.Key.Key_Return)
+    await wait_for(lambda: window.session.thread_id == other, 5, "the window to open the other thread")
+    await wait_for(lambda: window.session.status == "done", 20, "the resumed run to finish")
+    assert here != other and not (stub_workspace / "secret.txt").exists()
+    results = [m for m in window.session.messages if m.role == "tool"]
+    assert results and "not that file" in results[-1].content
+    assert visible_dialog("approval_dialog") is None
+
+
+async def test_q1_a_budget_hold_waits_in_the_inbox_and_continues(windows: Any, stub_workspace: Path,
+                                                                 stub_server: StubServer, qtbot: Any) -> None:
+    with (stub_workspace / "workbench.yaml").open("a") as f:
+        f.write("budget:\n  - {scope: run, limit: {total_tokens: 100}, interrupt: true}\n"
+                "permissions:\n  rules:\n    - {allow: read, path: '/**'}\n")
+    stub_server.script(StubReply(tool_calls=[("read_file", {"path": "/project/README.md"})], usage=(150, 10)),
+                       StubReply(text="Read it.", usage=(160, 5)))
+    window = await open_window(windows, stub_workspace)
+    panel = decisions_panel(window)
+    window.input.setPlainText("Read the README")
+    click(qtbot, window.send_button)
+    await find_dialog("budgetHoldDialog")
+    await wait_for(lambda: panel.tree.topLevelItemCount() == 1, 10, "the hold in the inbox")
+    assert panel.selected().kind == "budget_hold" and panel.continue_button.isVisible()
+    assert not panel.approve_button.isVisible() and panel.stop_hold_button.isVisible()
+    assert window.status.decisions_button.text() == "1 decision waiting"
+    click(qtbot, panel.continue_button)
+    assert await asyncio.wait_for(window.wait_settled(), 20) in ("done", "interrupted", "")
+    await wait_for(lambda: window.session.status == "done", 20, "the run to go on past the hold")
+    assert window.transcript.messages()[-1].text == "Read it."
+
+
+async def test_q1_stop_this_run_from_the_inbox(windows: Any, stub_workspace: Path, qtbot: Any) -> None:
+    """G12/Q1: "Stop this run" abandons a run waiting for decisions: it ends aborted, no call runs."""
+    (tid,) = await leave_pending(stub_workspace, ["a.txt", "b.txt"])
+    window = await open_window(windows, stub_workspace, thread_id=tid)
+    panel = decisions_panel(window)
+    await find_dialog("approval_dialog")
+    await wait_for(lambda: panel.tree.topLevelItemCount() == 2, 5, "the inbox rows")
+    click(qtbot, panel.stop_run_button)
+    await wait_for(lambda: window.session.status == "aborted", 10, "the run to end aborted")
+    assert not (stub_workspace / "a.txt").exists() and not (stub_workspace / "b.txt").exists()
+    await wait_for(lambda: panel.tree.topLevelItemCount() == 0, 5, "an empty inbox")
+    await wait_for(lambda: visible_dialog("approval_dialog") is None, 5, "the dialog to close")
+    assert window.session.last_run.status == "aborted"
+
+
+async def test_q1_render_the_inbox(windows: Any, stub_workspace: Path, qtbot: Any, tmp_path: Path) -> None:
+    """The inbox as the person sees it (saved for a look; docs/inbox.png is made the same way)."""
+    from tests.ui.helpers import distinct_colors, render_window
+
+    await leave_pending(stub_workspace, ["notes.md", "plan.md", "todo.txt"], ["README.md"], title="Tidy")
+    window = await open_window(windows, stub_workspace)
+    panel = decisions_panel(window)
+    dialog = await find_dialog("approval_dialog")
+    dialog.reject()  # left for later: the inbox keeps it
+    window.status.decisions_button.click()
+    await wait_for(lambda: panel.tree.topLevelItemCount() == 4, 5, "four rows")
+    await asyncio.sleep(0.1)
+    image = render_window(window, str(tmp_path / "inbox.png"))
+    assert distinct_colors(image) > 8
+    assert button(panel, "decisionStopRun").isVisible()

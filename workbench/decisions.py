@@ -1,0 +1,183 @@
+"""Pending decisions across a workspace (Q1, Q2): the value type the decision inbox lists, how they
+are collected from the store, the per-item decisions kept while a batch is decided part-way, and
+abandoning a suspended run ("Stop this run").
+
+No Qt here: the Session exposes these as named calls (``pending_decisions``, ``record_decision``,
+``decided``, ``abandon``) and the window's inbox and approval dialog both go through them, so
+answering in either place is the same call.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from workbench.engine.middleware import Question
+from workbench.errors import RunError
+
+if TYPE_CHECKING:
+    from workbench.engine.agent import Engine
+    from workbench.engine.middleware import RunResult
+    from workbench.engine.store import Store
+
+DECISIONS = ("approve", "edit", "reject", "respond")
+"""The decision names ``Session.resume`` accepts (P3, B3)."""
+
+ABANDON_MESSAGE = "The user stopped the run."
+
+
+@dataclass(frozen=True)
+class PendingDecision:
+    """One question a suspended run waits on, with where it comes from (Q1).
+
+    ``source`` is where the run lives: ``"thread"`` (a thread of this workspace, the current one when
+    ``current``); background tasks (issue 11) will add ``"task"`` with ``agent`` naming the sub-agent.
+    ``index``/``count`` place it in its batch (the questions one step asked at once, Q2); ``draft`` is
+    the decision already made for it while the batch was left part-way, else None.
+    """
+
+    question: Question
+    thread_id: str
+    thread_title: str
+    asked_at: float
+    source: str = "thread"
+    agent: str = "main"
+    current: bool = False
+    index: int = 0
+    count: int = 1
+    draft: Mapping[str, Any] | None = field(default=None, compare=False)
+
+    @property
+    def id(self) -> str:
+        return self.question.id
+
+    @property
+    def kind(self) -> str:
+        return self.question.kind
+
+    @property
+    def tool(self) -> str:
+        return str(self.question.payload.get("tool") or "")
+
+    @property
+    def arguments(self) -> dict[str, Any]:
+        args = self.question.payload.get("arguments")
+        return dict(args) if isinstance(args, Mapping) else {}
+
+    def summary(self) -> str:
+        """One line: ``write_file /project/a.txt`` or ``budget: total_tokens 120 of 100``."""
+        p = self.question.payload
+        if self.kind == "budget_hold":
+            field_name = p.get("field") or "budget"
+            return f"Budget hold: {field_name} {p.get('spent', '?')} of {p.get('limit', '?')}"
+        if self.kind == "tool_approval":
+            path = self.arguments.get("path") or self.arguments.get("command") or ""
+            return f"{self.tool or 'tool'} {path}".strip()
+        return f"Question: {self.kind}"
+
+    def age(self, now: float | None = None) -> float:
+        """Seconds since the run asked."""
+        return max(0.0, (time.time() if now is None else now) - self.asked_at)
+
+
+def format_age(seconds: float) -> str:
+    """``just now``, ``42 s``, ``5 min``, ``3 h``, ``2 d``."""
+    s = int(seconds)
+    if s < 5:
+        return "just now"
+    if s < 60:
+        return f"{s} s"
+    if s < 3600:
+        return f"{s // 60} min"
+    if s < 86400:
+        return f"{s // 3600} h"
+    return f"{s // 86400} d"
+
+
+def thread_questions(store: Store, thread_id: str) -> tuple[tuple[Question, ...], float]:
+    """The questions a thread's suspended run waits on and when it asked (empty when none)."""
+    cp = store.latest_checkpoint(thread_id, messages=False)
+    if cp is None or cp.status != "interrupted":
+        return (), 0.0
+    return tuple(Question.from_dict(q) for q in cp.pending.get("questions", [])), float(cp.created)
+
+
+def collect_pending(store: Store, current: str, drafts: Mapping[str, Mapping[str, Any]]) -> list[PendingDecision]:
+    """Every pending decision in the workspace's store: the current thread's first, then the other
+    threads' (newest first), each batch in the order its step asked. Reads only the threads the
+    store lists as interrupted, without their message histories."""
+    out: list[PendingDecision] = []
+    threads = store.threads()
+    ordered = sorted(threads, key=lambda t: t.id != current)  # stable: newest first otherwise
+    for info in ordered:
+        if info.status != "interrupted" and info.id != current:
+            continue
+        questions, asked = thread_questions(store, info.id)
+        for i, q in enumerate(questions):
+            agent = str(q.payload.get("agent") or "main")
+            out.append(PendingDecision(q, info.id, info.title or "Untitled", asked, "thread", agent,
+                                       info.id == current, i, len(questions), drafts.get(q.id)))
+    return out
+
+
+class Drafts:
+    """Decisions made per question while a batch is decided part-way (Q2), per thread, in memory.
+
+    Leaving the dialog (Esc, closing) or the inbox keeps them; the next opening starts at the first
+    undecided question. They are dropped once the run is resumed with them or stops waiting.
+    """
+
+    def __init__(self) -> None:
+        self._by_thread: dict[str, dict[str, dict[str, Any]]] = {}
+
+    def record(self, thread_id: str, questions: tuple[Question, ...], question_id: str,
+               decision: Mapping[str, Any]) -> None:
+        if question_id not in {q.id for q in questions}:
+            raise RunError(f"no pending question {question_id!r} on thread {thread_id}: it was answered or "
+                           "its run stopped; refresh the decisions")
+        d = dict(decision)
+        if d.get("decision") not in DECISIONS:
+            raise RunError(f"unknown decision {d.get('decision')!r} for {question_id}: use one of "
+                           f"{', '.join(DECISIONS)}")
+        self._by_thread.setdefault(thread_id, {})[question_id] = d
+
+    def for_thread(self, thread_id: str, questions: tuple[Question, ...]) -> dict[str, dict[str, Any]]:
+        """The drafts still pending on a thread (drafts for answered questions are dropped)."""
+        ids = {q.id for q in questions}
+        kept = {k: v for k, v in self._by_thread.get(thread_id, {}).items() if k in ids}
+        if kept:
+            self._by_thread[thread_id] = dict(kept)
+        else:
+            self._by_thread.pop(thread_id, None)
+        return {k: dict(v) for k, v in kept.items()}
+
+    def all(self) -> dict[str, dict[str, Any]]:
+        return {qid: d for drafts in self._by_thread.values() for qid, d in drafts.items()}
+
+    def clear(self, thread_id: str) -> None:
+        self._by_thread.pop(thread_id, None)
+
+
+async def abandon(engine: Engine, thread_id: str, questions: tuple[Question, ...], resume: Any,
+                  message: str = ABANDON_MESSAGE) -> RunResult:
+    """End a suspended run ``aborted`` ("Stop this run"): every question is rejected with ``message``
+    and the run is stopped as soon as it picks the answers up, before any call runs or the model is
+    asked again. ``resume`` is the session's resume (it tracks the task, so Stop works on it too)."""
+    if not questions:
+        raise RunError(f"thread {thread_id} has no run waiting for decisions")
+
+    def on_event(event: Any) -> None:
+        if event.thread_id == thread_id and event.type == "interrupt_answered":
+            engine.stop(thread_id)
+
+    unsubscribe = engine.subscribe(on_event)
+    try:
+        return await resume({q.id: {"decision": "reject", "message": message} for q in questions})
+    finally:
+        unsubscribe()
+
+
+__all__ = ["ABANDON_MESSAGE", "Drafts", "PendingDecision", "abandon", "collect_pending", "format_age",
+           "thread_questions"]

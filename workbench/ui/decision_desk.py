@@ -1,0 +1,245 @@
+"""The window's side of deciding (Q1, Q2, G12): one place that knows what waits for the person.
+
+``DecisionDesk`` belongs to the main window. It keeps the workspace's pending decisions
+(``Session.pending_decisions``) fresh from the bridge's events, tells the status bar how many wait,
+and is the one path for answering: the approval dialog and the Decisions panel both record a decision
+with ``Session.record_decision`` and the run resumes (``Session.resume``) once its whole batch is
+decided. A decision of another thread switches the window to that thread first (the run resumes
+there, in sight). "Stop this run" ends a suspended run aborted (``Session.abandon``).
+
+It also asks before quitting while a run is in flight or decisions wait (G12).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import TYPE_CHECKING, Any
+
+from PySide6.QtCore import QObject, QTimer, Signal
+from PySide6.QtWidgets import QMessageBox
+
+from workbench.errors import WorkbenchError
+from workbench.ui import qt_async
+from workbench.ui.approval_dialog import STOP_RUN, ApprovalDialog, ask_decisions
+
+if TYPE_CHECKING:
+    from workbench.decisions import PendingDecision
+    from workbench.engine.middleware import Question
+    from workbench.session import Session
+
+log = logging.getLogger(__name__)
+
+REFRESH_EVERY_MS = 15_000
+"""Re-read the inbox this often (another process may leave a thread waiting; the ages move on)."""
+
+_REFRESH_ON = ("sig_thread_attached", "sig_run_started", "sig_run_finished", "sig_interrupt_raised",
+               "sig_interrupt_answered")
+
+
+class DecisionDesk(QObject):
+    """Pending decisions of the window's workspace and the one way to answer them."""
+
+    sig_changed = Signal(list)
+    """The pending decisions changed: the new ``list[PendingDecision]``."""
+
+    def __init__(self, window: Any) -> None:
+        super().__init__(window)
+        self.window = window
+        self.items: list[PendingDecision] = []
+        self.waiting = False  # the window's run loop waits on the approval or budget dialog
+        self._stop_requested = False
+        self.quit_box: QMessageBox | None = None
+        self._soon = QTimer(self)
+        self._soon.setSingleShot(True)
+        self._soon.setInterval(0)
+        self._soon.timeout.connect(self.refresh)
+        self._tick = QTimer(self)
+        self._tick.setInterval(REFRESH_EVERY_MS)
+        self._tick.timeout.connect(self.refresh)
+        self._tick.start()
+        bridge = window.bridge
+        for name in _REFRESH_ON:
+            getattr(bridge, name).connect(lambda *_: self.refresh_soon())
+        bridge.sig_thread_loaded.connect(lambda *_: self.refresh_soon())
+
+    # -- the list -------------------------------------------------------------------------------------
+    @property
+    def session(self) -> Session | None:
+        return self.window.session
+
+    @property
+    def count(self) -> int:
+        return len(self.items)
+
+    def refresh_soon(self) -> None:
+        """Refresh once the current burst of events is handled (events come in bursts)."""
+        self._soon.start()
+
+    def refresh(self) -> None:
+        """Read the workspace's pending decisions again and tell the panel and the status bar."""
+        session = self.session
+        items: list[PendingDecision] = []
+        if session is not None:
+            try:
+                items = session.pending_decisions()
+            except WorkbenchError as e:  # e.g. a corrupt checkpoint: say so, keep the old list
+                log.warning("could not read the pending decisions: %s", e)
+                return
+            except Exception as e:  # noqa: BLE001 - a closed store while the window switches workspaces
+                log.debug("pending decisions not read: %s", e)
+                items = []
+        self.items = items
+        set_count = getattr(self.window.status, "set_decisions", None)
+        if callable(set_count):
+            set_count(len(items))
+        self.sig_changed.emit(list(items))
+
+    # -- asking (the window's run loop) ---------------------------------------------------------------
+    async def ask(self, session: Session, pending: list[Question]) -> dict[str, dict[str, Any]] | str | None:
+        """The decisions to resume with: those made already (Q2) plus what the dialogs ask for the
+        rest; None when the person left part-way (kept), ``STOP_RUN`` for "Stop this run"."""
+        if self._stop_requested:
+            self._stop_requested = False
+            return STOP_RUN
+        drafts = session.decided()
+        if all(q.id in drafts for q in pending):
+            return drafts
+        self.waiting = True
+        try:
+            return await ask_decisions(self.window, pending, session.backend.read, decided=drafts,
+                                       on_decided=self._recorded)
+        finally:
+            self.waiting = False
+
+    def _recorded(self, question_id: str, decision: dict[str, Any]) -> None:
+        session = self.session
+        if session is not None:
+            session.record_decision(question_id, decision)
+        self.refresh_soon()
+
+    # -- answering (the inbox) ------------------------------------------------------------------------
+    async def answer(self, item: PendingDecision, decision: dict[str, Any]) -> None:
+        """Record one decision from the inbox; the run resumes once its batch is decided (Q1, Q2)."""
+        session = self.session
+        if session is None or not await self._bring(item):
+            return
+        session.record_decision(item.id, decision)
+        self.refresh()
+        await self._sync(session)
+
+    async def stop_run(self, item: PendingDecision) -> None:
+        """"Stop this run" from the inbox: the item's suspended run ends aborted."""
+        session = self.session
+        if session is None or not await self._bring(item):
+            return
+        self._stop_requested = True
+        await self._restart()
+
+    async def open_thread(self, item: PendingDecision) -> None:
+        """Show the item's thread (its run asks again there)."""
+        await self._bring(item)
+
+    async def _bring(self, item: PendingDecision) -> bool:
+        """Make the item's thread the window's current one (switching is refused mid-run)."""
+        session = self.session
+        if session is None:
+            return False
+        if item.thread_id == session.thread_id:
+            return True
+        if session.running:
+            self.window.status.showMessage(
+                f"A run is in flight on this thread: stop it or wait before answering “{item.thread_title}”.", 8000)
+            return False
+        await self.window.switch_thread(item.thread_id)
+        return session.thread_id == item.thread_id
+
+    async def _sync(self, session: Session) -> None:
+        """The run loop picks up what the inbox decided: the open approval dialog takes it; else the
+        loop starts again (it resumes at once when everything is decided, or asks for the rest)."""
+        drafts = session.decided()
+        dialog = self._open_dialog()
+        if self.waiting and dialog is not None:
+            undecided_elsewhere = [q for q in session.pending
+                                   if q.id not in drafts and q.id not in {x.id for x in dialog.questions}]
+            if not undecided_elsewhere:
+                dialog.sync(drafts)
+                return
+        await self._restart()
+
+    async def _restart(self) -> None:
+        window = self.window
+        if window.busy:
+            if not self.waiting:
+                return  # a run in flight: it is not waiting for these decisions
+            await window._leave_decisions()
+        window.on_review_pending()
+
+    def _open_dialog(self) -> ApprovalDialog | None:
+        for dialog in self.window.findChildren(ApprovalDialog):
+            if dialog.isVisible():
+                return dialog
+        return None
+
+    # -- quitting (G12) -------------------------------------------------------------------------------
+    def quit_question(self) -> str:
+        """Why quitting needs a yes now ("" when it does not)."""
+        window, session = self.window, self.session
+        running = session is not None and (session.running or (window.busy and not self.waiting))
+        if running:
+            return "A run is in flight. Quitting stops it (it ends stopped, its partial answer kept)."
+        if self.items or (session is not None and session.pending):
+            n = max(len(self.items), 1)
+            return (f"{n} decision{'s' if n != 1 else ''} waiting. The runs stay suspended and ask again "
+                    "when you reopen the workspace.")
+        return ""
+
+    async def confirm_quit(self, why: str) -> bool:
+        """Ask before quitting; the default button keeps the window open (Enter never quits)."""
+        box = QMessageBox(QMessageBox.Icon.Warning, "Quit Agent Workbench?", why, QMessageBox.StandardButton.NoButton,
+                          self.window)
+        box.setObjectName("quit_confirm")
+        quit_button = box.addButton("Quit", QMessageBox.ButtonRole.DestructiveRole)
+        quit_button.setObjectName("quit_confirm_quit")
+        stay = box.addButton("Keep working", QMessageBox.ButtonRole.RejectRole)
+        stay.setObjectName("quit_confirm_stay")
+        quit_button.setAutoDefault(False)
+        box.setDefaultButton(stay)
+        box.setEscapeButton(stay)
+        self.quit_box = box
+        box.finished.connect(lambda *_: setattr(self, "quit_box", None))  # answered: a new close may ask again
+        try:
+            await qt_async.ask_dialog(box)
+            return box.clickedButton() is quit_button
+        except asyncio.CancelledError:
+            return False
+        finally:
+            self.quit_box = None
+            qt_async.release_dialog(box)
+
+    def dismiss_quit_box(self) -> None:
+        box = self.quit_box
+        if box is not None:
+            try:
+                box.reject()
+            except RuntimeError:
+                pass
+
+
+def show_panel(window: Any) -> None:
+    """Open (or raise) the Decisions dock, plugging it in when the window has none yet."""
+    dock = window.dock("Decisions")
+    if dock is None:
+        from workbench.ui.panels import install_decisions_panel
+
+        install_decisions_panel(window)
+        dock = window.dock("Decisions")
+    if dock is not None:
+        dock.show()
+        dock.raise_()
+        widget = dock.widget()
+        if widget is not None:
+            widget.setFocus()
+
+
+__all__ = ["DecisionDesk", "show_panel"]
