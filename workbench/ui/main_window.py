@@ -192,6 +192,7 @@ class MainWindow(QMainWindow):
         self.threads_panel.sig_thread_selected.connect(self.on_thread_selected)
         self.threads_panel.sig_thread_requested.connect(self.on_new_thread)
         self.threads_panel.sig_thread_deleted.connect(self.on_thread_deleted)
+        self.sig_run_settled.connect(self.threads_panel.refresh)  # the run has let go of its thread now
         self.bridge.sig_thread_loaded.connect(self._on_thread_loaded)
         self.bridge.sig_status_changed.connect(self._on_status_changed)
         self.bridge.sig_usage_updated.connect(self._on_usage)
