@@ -169,3 +169,40 @@ async def test_q1_render_the_inbox(windows: Any, stub_workspace: Path, qtbot: An
     image = render_window(window, str(tmp_path / "inbox.png"))
     assert distinct_colors(image) > 8
     assert button(panel, "decisionStopRun").isVisible()
+
+
+async def test_q1_stop_this_run_on_a_budget_hold(windows: Any, stub_workspace: Path, stub_server: StubServer,
+                                                 qtbot: Any) -> None:
+    """G12: a run held at its budget is abandoned from the inbox: aborted, the held call never runs."""
+    with (stub_workspace / "workbench.yaml").open("a") as f:
+        f.write("budget:\n  - {scope: run, limit: {total_tokens: 100}, interrupt: true}\n")
+    stub_server.script(StubReply(tool_calls=[("write_file", {"path": "/project/x.txt", "content": "x"})],
+                                 usage=(150, 10)))
+    window = await open_window(windows, stub_workspace)
+    panel = decisions_panel(window)
+    window.input.setPlainText("Write x")
+    click(qtbot, window.send_button)
+    await find_dialog("budgetHoldDialog")
+    await wait_for(lambda: panel.tree.topLevelItemCount() == 1, 10, "the hold in the inbox")
+    click(qtbot, window.status.decisions_button)
+    assert panel.selected().kind == "budget_hold" and "total_tokens" in panel.reason.text()
+    click(qtbot, panel.stop_run_button)
+    await wait_for(lambda: window.session.status == "aborted" and not window.busy, 10, "the run to end aborted")
+    assert not (stub_workspace / "x.txt").exists()
+    await wait_for(lambda: panel.tree.topLevelItemCount() == 0, 5, "an empty inbox")
+
+
+async def test_q1_a_deleted_threads_decisions_leave_the_inbox(windows: Any, stub_workspace: Path, qtbot: Any) -> None:
+    (other,) = await leave_pending(stub_workspace, ["a.txt"])
+    window = await open_window(windows, stub_workspace)
+    await find_dialog("approval_dialog")
+    await window.new_thread()
+    panel = decisions_panel(window)
+    await wait_for(lambda: panel.tree.topLevelItemCount() == 1, 5, "the other thread's decision")
+    threads = window.threads_panel
+    threads.select(other)
+    click(qtbot, threads.delete_button)
+    box = await find_dialog("delete_thread_dialog")
+    click(qtbot, box.button(box.StandardButton.Yes))
+    await wait_for(lambda: panel.tree.topLevelItemCount() == 0, 5, "the deleted thread's decision to go")
+    assert not window.status.decisions_button.isVisible()

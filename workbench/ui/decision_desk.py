@@ -62,6 +62,9 @@ class DecisionDesk(QObject):
         for name in _REFRESH_ON:
             getattr(bridge, name).connect(lambda *_: self.refresh_soon())
         bridge.sig_thread_loaded.connect(lambda *_: self.refresh_soon())
+        threads = getattr(window, "threads_panel", None)  # a deleted thread's decisions go with it
+        if threads is not None and hasattr(threads, "sig_thread_deleted"):
+            threads.sig_thread_deleted.connect(lambda *_: self.refresh_soon())
 
     # -- the list -------------------------------------------------------------------------------------
     @property

@@ -117,7 +117,8 @@ class DecisionsPanel(QWidget):
         self.approve_button = self._button("Approve", "decisionApprove", self._approve, detail)
         self.edit_button = self._button("Edit arguments", "decisionEdit", self._toggle_edit, detail)
         self.continue_button = self._button("Continue", "decisionContinue", self._continue, detail)
-        self.continue_button.setToolTip("Let the run go on past its budget (the hold's limit counts again)")
+        self.continue_button.setToolTip("Let the run go on: it may spend its configured limit again (the "
+                                        "budget dialog can allow another amount)")
         row.addWidget(self.approve_button)
         row.addWidget(self.continue_button)
         row.addWidget(self.edit_button)
@@ -276,7 +277,9 @@ class DecisionsPanel(QWidget):
             self.args.setPlainText(json.dumps(item.arguments, indent=2, ensure_ascii=False))
         else:
             shown = {k: v for k, v in payload.items() if k not in ("arguments",)}
-            self.reason.setText("The run reached its budget: continue past it, or stop." if hold
+            why = str(payload.get("reason") or "")
+            self.reason.setText((f"{why}. " if why else "The run reached its budget. ")
+                                + "Continue (it may spend its configured limit again), or stop." if hold
                                 else f"A question of kind {item.kind}.")
             self.args.setPlainText(json.dumps(shown, indent=2, ensure_ascii=False, default=str))
         self.approve_button.setVisible(not hold)
