@@ -203,12 +203,14 @@ class ApprovalDialog(QDialog):
         self.tabs = QTabWidget(self)
         self.diff_view = QPlainTextEdit(self)
         self.diff_view.setObjectName("approval_diff")
+        self.diff_view.setAccessibleName("Changes to the file")  # G14
         self.diff_view.setReadOnly(True)
         self.diff_view.setFont(_mono())
         self.diff_view.setLineWrapMode(QPlainTextEdit.LineWrapMode.WidgetWidth)  # every line readable
         self._highlighter = DiffHighlighter(self.diff_view.document())
         self.args_edit = QPlainTextEdit(self)
         self.args_edit.setObjectName("approval_arguments")
+        self.args_edit.setAccessibleName("Arguments of the call")  # G14
         self.args_edit.setFont(_mono())
         self.args_edit.setReadOnly(True)
         self.args_edit.textChanged.connect(self._validate)
@@ -225,6 +227,7 @@ class ApprovalDialog(QDialog):
         reject_row.addWidget(QLabel("Message if you reject:"))
         self.reject_message = QLineEdit(self)
         self.reject_message.setObjectName("reject_message")
+        self.reject_message.setAccessibleName("Message if you reject")  # G14
         self.reject_message.setPlaceholderText("Tell the agent why, or what to do instead (Enter rejects)")
         # G7: Enter in the rejection message rejects, with the message (it used to approve).
         self.reject_message.returnPressed.connect(self.reject_call)
