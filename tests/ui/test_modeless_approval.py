@@ -11,6 +11,8 @@ import asyncio
 from pathlib import Path
 from typing import Any
 
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from PySide6.QtCore import QRect, Qt
 from PySide6.QtWidgets import QApplication
 
@@ -137,3 +139,25 @@ async def test_g12_quitting_an_idle_window_asks_nothing(windows: Any, stub_works
     window.close()
     await wait_for(lambda: not window.isVisible(), 5, "the window to close")
     assert visible_dialog("quit_confirm") is None
+
+
+@settings(max_examples=300, deadline=None)
+@given(sw=st.integers(800, 4000), wx=st.integers(0, 1500), ww=st.integers(600, 3000), tl=st.integers(0, 800),
+       tw=st.integers(200, 1500), dw=st.integers(300, 1200))
+def test_g12_beside_rect_never_covers_the_transcript_when_there_is_room(sw: int, wx: int, ww: int, tl: int,
+                                                                       tw: int, dw: int) -> None:
+    """Property: whenever some place right of the window, right of the transcript or left of the window
+    holds the dialog, the dialog does not cover the transcript; otherwise it still leaves the
+    transcript's left edge in sight when the transcript is wider than the dialog's overlap."""
+    screen = QRect(0, 0, sw, 1000)
+    window = QRect(wx, 50, ww, 800)
+    transcript = QRect(wx + min(tl, ww - 100), 80, min(tw, ww - min(tl, ww - 100)), 700)
+    rect = beside_rect(transcript, window, screen, dw, 500)
+    extent_right = max(screen.right(), window.right())
+    room = (screen.right() - window.right() >= dw or transcript.right() + dw <= extent_right
+            or window.left() - screen.left() >= dw)
+    assert rect.width() == dw and rect.top() == transcript.top()
+    if room:
+        assert not rect.intersects(transcript)
+    else:
+        assert rect.right() == extent_right or rect.left() == min(screen.left(), window.left())
