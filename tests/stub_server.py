@@ -109,6 +109,8 @@ class StubServer:
         self._served = 0
         #: ``time.time()`` at which each chat request arrived; ``on_arrival`` (if set) is called with it.
         self.arrivals: list[float] = []
+        #: The client's (host, port) for each chat request: one port for many requests = a kept-alive connection.
+        self.peers: list[Any] = []
         self.on_arrival: Callable[[float], None] | None = None
         #: Answer from the conversation when the script is empty (see the module doc, ``--auto-ls``).
         self.auto_ls = False
@@ -137,6 +139,7 @@ class StubServer:
             self._script.clear()
             self.requests.clear()
             self.arrivals.clear()
+            self.peers.clear()
             self._served = 0
 
     def start(self) -> StubServer:
@@ -213,6 +216,7 @@ class StubServer:
         arrived = time.time()
         with self._lock:
             self.arrivals.append(arrived)
+            self.peers.append(request.transport.get_extra_info("peername") if request.transport else None)
         if self.on_arrival is not None:
             self.on_arrival(arrived)
         try:

@@ -140,6 +140,10 @@ def _int(value: Any) -> int:
         return 0
 
 
+#: Models litellm's price list does not know (``LiteLLMModel._cost``): asked once a process.
+_unpriced: set[str] = set()
+
+
 class LiteLLMModel:
     """A ``Model`` over ``litellm.acompletion``: streamed deltas, then one response with usage and cost.
 
@@ -350,7 +354,13 @@ class LiteLLMModel:
         )
 
     def _cost(self, litellm: Any, raw: Any, prompt: int, completion: int) -> float | None:
-        """USD cost where litellm knows the model's price, else None."""
+        """USD cost where litellm knows the model's price, else None.
+
+        A model litellm cannot price is remembered (``_unpriced``): its look-up fails the same way on
+        every call, through a raised and formatted exception, so it is asked once, not once a call.
+        """
+        if self.model in _unpriced:
+            return None
         try:
             kwargs: dict[str, Any] = {"model": self.model, "prompt_tokens": prompt, "completion_tokens": completion}
             if raw is not None and not isinstance(raw, dict):
@@ -358,6 +368,8 @@ class LiteLLMModel:
             prompt_cost, completion_cost = litellm.cost_per_token(**kwargs)
         except Exception as exc:  # noqa: BLE001 - litellm raises for models it cannot price
             log.debug("no price for %s: %s", self.model, exc)
+            if "NotMapped" in type(exc).__name__ or "isn't mapped" in str(exc):  # not a passing failure
+                _unpriced.add(self.model)
             return None
         try:
             return float(prompt_cost) + float(completion_cost)

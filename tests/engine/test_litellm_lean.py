@@ -1,0 +1,102 @@
+"""Issue 9: our use of litellm is lean — one kept-alive connection, the import overlapping set-up,
+cost looked up once per model — without changing what a call returns (usage, cost, text)."""
+
+from __future__ import annotations
+
+import asyncio
+
+from tests.engine.test_litellm_setup import run_python
+from workbench.engine.messages import Message, ModelRequest
+from workbench.engine.models.base import complete
+from workbench.engine.models.litellm_model import LiteLLMModel
+
+
+def _request(text: str = "hi") -> ModelRequest:
+    return ModelRequest(system="s", messages=(Message.user(text),))
+
+
+def test_successive_calls_share_one_kept_alive_connection(stub_server):
+    """No fresh client or connection per call: three calls arrive from one client port."""
+    stub_server.script(*({"text": f"answer {i}", "usage": [5, 2]} for i in range(3)))
+    model = LiteLLMModel("openai/test-model", stub_server.url, "sk-test")
+
+    async def three() -> list[str]:
+        return [(await complete(model, _request(f"q{i}"))).message.content for i in range(3)]
+
+    assert asyncio.run(three()) == ["answer 0", "answer 1", "answer 2"]
+    ports = {peer[1] for peer in stub_server.peers if peer}
+    assert len(stub_server.peers) == 3 and len(ports) == 1, stub_server.peers
+
+
+def test_a_litellm_model_starts_the_import_in_the_background(tmp_path):
+    """make_model for a real model starts litellm's import on a thread at once (it overlaps the set-up),
+    the demo model never imports it."""
+    code = """
+import sys, threading, time
+from workbench.config import WorkbenchConfig
+from workbench.session import make_model
+make_model(WorkbenchConfig(model="demo"))
+time.sleep(0.2)
+print("demo_thread", any(t.name == "workbench-import-litellm" for t in threading.enumerate()))
+print("demo_imported", "litellm" in sys.modules)
+make_model(WorkbenchConfig(model="openai/test-model"), api_key="sk-test")
+print("thread", any(t.name == "workbench-import-litellm" for t in threading.enumerate()))
+deadline = time.time() + 90
+while "litellm.main" not in sys.modules and time.time() < deadline:
+    time.sleep(0.05)
+print("imported", "litellm.main" in sys.modules)
+"""
+    out = run_python(code, tmp_path)
+    values = dict(line.split() for line in out.stdout.strip().splitlines())
+    assert values == {"demo_thread": "False", "demo_imported": "False", "thread": "True", "imported": "True"}, out.stdout
+
+
+def test_an_unpriced_model_is_looked_up_once_and_a_priced_one_still_costs(stub_server, monkeypatch):
+    """Price look-ups: a model litellm cannot price is asked once a process; a priced model's cost is
+    still computed from each call's own usage (the memo never hides a price)."""
+    from workbench.engine.llm_setup import import_litellm
+    from workbench.engine.models import litellm_model
+
+    litellm = import_litellm()
+    asked: list[str] = []
+    original = litellm.cost_per_token
+
+    def counting(**kwargs):
+        asked.append(kwargs["model"])
+        return original(**kwargs)
+
+    monkeypatch.setattr(litellm, "cost_per_token", counting)
+    monkeypatch.setattr(litellm_model, "_unpriced", set())
+    stub_server.script(*({"text": "x", "usage": [1000, 100 * (i + 1)]} for i in range(4)))
+    unpriced = LiteLLMModel("openai/test-model", stub_server.url, "sk-test")
+    priced = LiteLLMModel("openai/gpt-4o-mini", stub_server.url, "sk-test")
+
+    async def calls():
+        return [await complete(m, _request()) for m in (unpriced, unpriced, priced, priced)]
+
+    results = asyncio.run(calls())
+    assert [r.usage.cost_usd is None for r in results] == [True, True, False, False]
+    assert results[3].usage.cost_usd > results[2].usage.cost_usd > 0  # 400 vs 300 output tokens
+    assert asked.count("openai/test-model") == 1 and asked.count("openai/gpt-4o-mini") == 2
+
+
+def test_litellm_prices_nothing_itself_while_no_callback_listens(tmp_path):
+    """litellm's own per-call pricing (for logging payloads nobody receives) is skipped; with a callback
+    registered it runs as litellm intends."""
+    code = """
+from workbench.engine.llm_setup import import_litellm
+litellm = import_litellm()
+from litellm.litellm_core_utils.litellm_logging import Logging
+class Fake:
+    model_call_details = {}
+print("idle", Logging.response_cost_calculator(Fake(), result=object()) is None)
+litellm.success_callback.append(lambda *a, **k: None)
+try:
+    Logging.response_cost_calculator(Fake(), result=object())
+    print("listening skipped")
+except Exception:
+    print("listening ran")  # litellm's own calculator touched the (fake) logging object
+"""
+    out = run_python(code, tmp_path)
+    assert "idle True" in out.stdout, out.stdout + out.stderr
+    assert "listening ran" in out.stdout, out.stdout + out.stderr
