@@ -31,6 +31,10 @@ async def _open(workspace: Path, thread: str | None, **kw: Any) -> Session:
 
 
 async def _run_async(workspace: Path, args: argparse.Namespace) -> int:
+    if getattr(args, "model", None) and args.model.strip() not in ("", "demo"):
+        from workbench.engine.llm_setup import import_in_background
+
+        import_in_background()  # issue 9: litellm's seconds-long import overlaps trust, config and store set-up
     output = _Output(args.json)
     interactive = bool(sys.stdin is not None and sys.stdin.isatty())
     decider = _Decider(args.approve, args.budget_approve, interactive=interactive, output=output)
