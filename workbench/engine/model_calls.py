@@ -10,7 +10,7 @@ import asyncio
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from workbench.engine.messages import ModelDelta, ModelRequest, ModelResponse, clean_text
+from workbench.engine.messages import Message, ModelDelta, ModelRequest, ModelResponse, clean_text
 from workbench.engine.middleware import AgentMiddleware, HookContext, Section, overrides
 from workbench.engine.runtime import _active, _Runtime
 from workbench.engine.usage import Usage
@@ -78,6 +78,10 @@ class ModelCalls:
             rt.model_task = task
             try:
                 response = await task
+            except BaseException:
+                if rt.partial:  # cut mid-stream (a stop, a dropped connection): the provider bills what it sent
+                    self._count(rt, self._estimated_response(request, rt.partial), estimated=True)
+                raise
             finally:
                 rt.model_task = None
             self._count(rt, response)
@@ -101,12 +105,23 @@ class ModelCalls:
             raise ModelError(f"model {self.agent.model.name!r} ended its stream without a response")
         return final
 
-    def _count(self, rt: _Runtime, response: ModelResponse) -> None:
-        """R5: every call a `next` makes is counted, whatever the wrapper returns."""
+    def _estimated_response(self, request: ModelRequest, text: str) -> ModelResponse:
+        """A call cut mid-stream, as a response carrying the estimate of what it cost (``estimated_usage``)."""
+        from workbench.engine.models.base import estimated_usage
+
+        usage = estimated_usage(self.agent.model, request, text)
+        return ModelResponse(Message.assistant(text), usage, self.agent.model.name, "stopped")
+
+    def _count(self, rt: _Runtime, response: ModelResponse, *, estimated: bool = False) -> None:
+        """R5: every call a `next` makes is counted, whatever the wrapper returns.
+
+        ``estimated``: the call was cut mid-stream and its usage is an estimate (the event says so).
+        """
         usage = _with_call(response.usage)
         model = response.model or self.agent.model.name
         rt.calls.append((model, usage))
-        rt.emit("model_call_finished", model=model, usage=usage.to_dict())
+        extra = {"estimated": True} if estimated else {}
+        rt.emit("model_call_finished", model=model, usage=usage.to_dict(), **extra)
         view = rt.usage_view()
         rt.emit("usage_updated", run_usage=view["run"].to_dict(), thread_usage=view["thread"].to_dict(), model=model,
                 call=usage.to_dict())

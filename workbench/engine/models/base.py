@@ -6,6 +6,7 @@ from collections.abc import AsyncIterator
 from typing import Protocol, runtime_checkable
 
 from workbench.engine.messages import ModelDelta, ModelRequest, ModelResponse
+from workbench.engine.usage import Usage
 
 
 @runtime_checkable
@@ -31,3 +32,20 @@ async def complete(model: Model, request: ModelRequest) -> ModelResponse:
 
         raise ModelError(f"model {model.name!r} ended its stream without a response")
     return final
+
+
+def estimated_usage(model: object, request: ModelRequest, text: str) -> Usage:
+    """What a call cut mid-stream cost, estimated: the request's tokens in, the streamed text out.
+
+    A model that can price it has ``estimate_usage`` (litellm's price list; a wrapper such as
+    ``ThreadedModel`` is looked through via ``inner``); otherwise token counts only, as an unpriced call.
+    """
+    while model is not None:
+        estimate = getattr(model, "estimate_usage", None)
+        if estimate is not None:
+            return estimate(request, text)
+        model = getattr(model, "inner", None)
+    from workbench.engine.tokens import estimate_messages_tokens, estimate_tokens
+
+    return Usage(input_tokens=estimate_messages_tokens(request.system, request.messages),
+                 output_tokens=estimate_tokens(text), calls=1, unpriced_calls=1)

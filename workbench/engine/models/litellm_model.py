@@ -313,6 +313,13 @@ class LiteLLMModel:
 
     # --- usage and cost --------------------------------------------------------------------
 
+    def estimate_usage(self, request: ModelRequest, text: str) -> Usage:
+        """The usage of a call cut mid-stream: tiktoken estimates of the request and the streamed text,
+        priced like a finished call (the engine counts it toward the run and its budgets)."""
+        from workbench.engine.llm_setup import import_litellm
+
+        return self._usage(import_litellm(), None, request, text, "", ())
+
     def _usage(
         self,
         litellm: Any,
