@@ -206,3 +206,26 @@ async def test_q1_a_deleted_threads_decisions_leave_the_inbox(windows: Any, stub
     click(qtbot, box.button(box.StandardButton.Yes))
     await wait_for(lambda: panel.tree.topLevelItemCount() == 0, 5, "the deleted thread's decision to go")
     assert not window.status.decisions_button.isVisible()
+
+
+async def test_q1_g7_enter_in_the_inbox_never_approves(windows: Any, stub_workspace: Path, qtbot: Any) -> None:
+    """Enter on the list, in the arguments, or on a focused Approve decides nothing; Space approves."""
+    (tid,) = await leave_pending(stub_workspace, ["a.txt", "b.txt"])
+    window = await open_window(windows, stub_workspace, thread_id=tid)
+    panel = decisions_panel(window)
+    await find_dialog("approval_dialog")
+    click(qtbot, window.status.decisions_button)
+    await wait_for(lambda: panel.tree.topLevelItemCount() == 2, 5, "the inbox rows")
+    for widget in (panel.tree, panel.args, panel.approve_button, panel.continue_button, panel.stop_run_button):
+        widget.setFocus()
+        for key in (Qt.Key.Key_Return, Qt.Key.Key_Enter):
+            qtbot.keyClick(widget, key)
+    await asyncio.sleep(0.1)
+    assert window.session.decided() == {} and window.session.status == "interrupted"
+    first = panel.selected().id
+    panel.approve_button.setFocus()
+    qtbot.keyClick(panel.approve_button, Qt.Key.Key_Space)
+    await wait_for(lambda: window.session.decided() == {first: {"decision": "approve"}}, 5, "Space to approve")
+    await wait_for(lambda: panel.tree.topLevelItemCount() == 2 and panel.items[0].draft is not None, 5,
+                   "the inbox to show the first call decided")
+    assert "approved, waiting for the rest" in panel.tree.topLevelItem(0).text(0)
