@@ -10,7 +10,8 @@ The API key is never in either file: it comes from the environment, the OS keyri
 (``workbench.keystore``), and the dialog says which.
 
 Model and API base go together: the user's default API base applies only while the model is the
-user's default too. A workspace that names its own model never runs on the endpoint saved for other
+user's default too (or when the user saved an API base with no default model: their endpoint for
+every workspace). A workspace that names its own model never runs on the endpoint saved for other
 workspaces, and one workspace's model or endpoint is never used for another (the user settings hold
 only what the person saved there as a default).
 
@@ -133,7 +134,7 @@ def resolve(workspace: Path | str | None, user: UserSettings | None, *, override
         out["api_base"] = Sourced(override_api_base, OVERRIDE)
     elif ws_base:
         out["api_base"] = Sourced(str(file["api_base"]), WORKSPACE)
-    elif out["model"].place == USER and user.api_base:  # the user's endpoint goes with the user's model only
+    elif user.api_base and (out["model"].place == USER or not user.model):  # see apply_user_defaults
         out["api_base"] = Sourced(user.api_base, USER, base_ignored)
     else:
         out["api_base"] = _env_api_base(out["model"].value, base_ignored)
@@ -160,8 +161,11 @@ def _env_api_base(model: str | None, ignored: str | None) -> Sourced:
 
 def apply_user_defaults(config: WorkbenchConfig, workspace: Path | str, *, model: str | None,
                         api_base: str | None, ignored: set[str] | frozenset[str] = frozenset()) -> WorkbenchConfig:
-    """``config`` with the user's default model (and, with it only, their API base) where the
-    workspace's own file does not name a model (or its model was ignored as untrusted)."""
+    """``config`` with the user's default model where the workspace's own file does not name a model (or
+    its model was ignored as untrusted), and the user's API base where the file names no (trusted)
+    API base — but only together with the user's model, or when the user set no default model (then
+    it is their endpoint for every workspace): a workspace naming its own model never goes to the
+    endpoint saved with another model."""
     import dataclasses
 
     file = workspace_values(workspace)
@@ -170,8 +174,8 @@ def apply_user_defaults(config: WorkbenchConfig, workspace: Path | str, *, model
     changes: dict[str, Any] = {}
     if not ws_model and model:
         changes["model"] = model
-        if not ws_base and api_base:
-            changes["api_base"] = api_base
+    if not ws_base and api_base and ("model" in changes or not model):
+        changes["api_base"] = api_base
     return config.with_overrides(**changes) if changes else config
 
 

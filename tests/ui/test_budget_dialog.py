@@ -149,7 +149,7 @@ async def test_continue_finishes_the_run_through_the_stub_server(
     assert first.status == "interrupted", first.error
     pending = session.pending
     assert [q.kind for q in pending] == ["budget_hold", "budget_hold"]
-    assert panel.meter("run", "total_tokens").text == "150 / 100 (150%)" and "Held" in panel.status_label.text()
+    assert panel.meter("run", "total_tokens").text == "150 / 100 (150%) — over the limit" and "Held" in panel.status_label.text()
 
     def cont(d: Any) -> None:
         assert {tool for tool, _ in d.held_calls()} == {"read_file"}

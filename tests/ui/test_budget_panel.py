@@ -75,10 +75,10 @@ async def test_meters_follow_usage_updated_and_rebuild_from_the_store(tmp_path: 
 
     total = panel.meter("run", "total_tokens")
     assert (total.spent, total.limit) == (800, 1000)
-    assert total.text == "800 / 1,000 (80%)" and total.level == "warn"
+    assert total.text == "800 / 1,000 (80%) — near the limit" and total.level == "warn"
     assert LEVEL_COLORS["warn"] in total.bar.styleSheet()
     cost = panel.meter("run", "cost_usd")
-    assert cost.spent == pytest.approx(0.08) and cost.text == "$0.0800 / $0.1000 (80%)"
+    assert cost.spent == pytest.approx(0.08) and cost.text == "$0.0800 / $0.1000 (80%) — near the limit"
     session_input = panel.meter("session", "input_tokens")
     assert (session_input.spent, session_input.limit, session_input.level) == (400, 500, "warn")
     assert panel.meter("session", "total_tokens") is None  # only capped fields get a meter
@@ -166,7 +166,7 @@ async def test_hold_and_exceeded_events_show_the_middlewares_figures_and_custom_
     panel.handle_event(Event("budget_hold", tid, "r1", 1, {"budget": 0, "scope": "run", "field": "total_tokens",
                                                             "spent": 150, "limit": 100, "priced": True,
                                                             "fields": fields, "question": "budget-r1-c1"}))
-    assert panel.meter("run", "total_tokens").text == "150 / 100 (150%)"
+    assert panel.meter("run", "total_tokens").text == "150 / 100 (150%) — over the limit"
     assert panel.meter("run", "total_tokens").level == "over"
     assert (searches.spent, searches.level) == (4, "warn")
     assert panel.status_label.isVisible() and "Held" in panel.status_label.text()

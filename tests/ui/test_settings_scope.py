@@ -216,6 +216,8 @@ def test_G8_resolve_names_each_place(tmp_path: Path, monkeypatch: pytest.MonkeyP
     assert (s["permissions.default"].value, s["permissions.default"].place) == ("deny", "user")
     s = resolve(own, user)
     assert (s["model"].place, s["api_base"].value, s["permissions.default"].place) == ("workspace", None, "workspace")
+    alone = UserSettings(api_base="http://127.0.0.1:1/v1")  # an endpoint with no default model: for every workspace
+    assert resolve(own, alone)["api_base"].place == "user"
     monkeypatch.setenv("OPENAI_BASE_URL", "http://127.0.0.1:2/v1")
     assert resolve(own, user)["api_base"].place == "environment"
     assert resolve(own, user, override_model="demo")["model"].place == "override"

@@ -115,6 +115,7 @@ class BudgetHoldDialog(QDialog):
         calls_title = QLabel(f"<b>{_html(self._calls_title())}</b>", self)
         self.calls_view = QPlainTextEdit(self)
         self.calls_view.setObjectName("budgetHoldCalls")
+        self.calls_view.setAccessibleName("Held calls")
         self.calls_view.setReadOnly(True)
         self.calls_view.setProperty("role", "code")
         self.calls_view.setLineWrapMode(QPlainTextEdit.LineWrapMode.WidgetWidth)
@@ -181,6 +182,9 @@ class BudgetHoldDialog(QDialog):
         grid.addWidget(self.stop_button, 2, 0)
         grid.addWidget(self.reason_edit, 2, 1, 1, 2)
 
+        order = [self.calls_view, self.continue_button, *self.allow_spins.values(), self.stop_button, self.reason_edit]
+        for first, second in zip(order, order[1:]):  # G14: Tab follows the layout (the button is left of its amount)
+            QWidget.setTabOrder(first, second)
         for b in (self.continue_button, self.stop_button):
             b.setAutoDefault(False)  # Enter while typing must never pick an answer by accident
             b.setDefault(False)
@@ -228,6 +232,7 @@ class BudgetHoldDialog(QDialog):
         rows = self._rows()
         table = QTableWidget(len(rows), 5, self)
         table.setObjectName("budgetHoldFields")
+        table.setAccessibleName("Spent and limit per field")
         table.setHorizontalHeaderLabels(["Budget", "Field", "Spent", "Limit", "Used"])
         table.verticalHeader().hide()
         table.setEditTriggers(QAbstractItemView.EditTrigger.NoEditTriggers)

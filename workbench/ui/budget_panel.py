@@ -162,9 +162,11 @@ class FieldMeter(QWidget):
         self.level = level_for(self.spent, self.limit)
         pct = self.percent
         self.bar.setValue(int(min(max(pct, 0.0), 100.0) * 10))
+        words = {"warn": " — near the limit", "over": " — over the limit"}.get(self.level, "")  # G14: not colour alone
         self.bar.setFormat(
-            f"{format_amount(self.field, self.spent)} / {format_amount(self.field, self.limit)} ({pct:.0f}%)"
+            f"{format_amount(self.field, self.spent)} / {format_amount(self.field, self.limit)} ({pct:.0f}%){words}"
         )
+        self.bar.setAccessibleName(f"{field_label(self.field)}: {self.bar.format()}")
         color = LEVEL_COLORS[self.level]
         self.bar.setStyleSheet(
             "QProgressBar { border: 1px solid palette(mid); border-radius: 3px; text-align: center;"
@@ -327,6 +329,7 @@ class BudgetPanel(QWidget):
 
         self.models = ModelUsageModel(self)
         self.table = QTableView(self)
+        self.table.setAccessibleName("Cost by model")
         self.table.setModel(self.models)
         self.table.setSelectionMode(QAbstractItemView.SelectionMode.NoSelection)
         self.table.setEditTriggers(QAbstractItemView.EditTrigger.NoEditTriggers)

@@ -305,6 +305,11 @@ class SettingsDialog(QDialog):
         self._refresh_key_source()
         self._initial = self._field_values()
         self._initial_workspace = self.workspace_edit.text().strip()
+        order = [self.save_to, self.model_combo, self.api_base_edit, self.key_edit, self.forget_button,
+                 self.workspace_edit, self.browse_button, self.permission_combo, self.test_button,
+                 *self.buttons.buttons()]
+        for first, second in zip(order, order[1:]):  # G14: Tab follows the layout (Save to was made last)
+            QWidget.setTabOrder(first, second)
         for signal in (self.model_combo.currentTextChanged, self.api_base_edit.textChanged,
                        self.permission_combo.currentIndexChanged, self.save_to.currentIndexChanged):
             signal.connect(self._update_scope_note)
