@@ -229,3 +229,27 @@ async def test_q1_g7_enter_in_the_inbox_never_approves(windows: Any, stub_worksp
     await wait_for(lambda: panel.tree.topLevelItemCount() == 2 and panel.items[0].draft is not None, 5,
                    "the inbox to show the first call decided")
     assert "approved, waiting for the rest" in panel.tree.topLevelItem(0).text(0)
+
+
+async def test_q1_stop_this_run_on_a_stale_row_never_stops_a_later_run(
+        windows: Any, stub_workspace: Path, stub_server: StubServer, qtbot: Any) -> None:
+    """A row whose run was answered meanwhile: Stop this run does nothing, and the next run that asks
+    is asked (it was abandoned unasked by a leftover stop request)."""
+    (tid,) = await leave_pending(stub_workspace, ["a.txt"])
+    stub_server.script(StubReply(text="Written."),
+                       StubReply(tool_calls=[("write_file", {"path": "/project/b.txt", "content": "b"})]),
+                       StubReply(text="b written."))
+    window = await open_window(windows, stub_workspace, thread_id=tid)
+    panel = decisions_panel(window)
+    dialog = await find_dialog("approval_dialog")
+    await wait_for(lambda: panel.tree.topLevelItemCount() == 1, 5, "the inbox row")
+    stale = panel.selected()
+    click(qtbot, button(dialog, "approve_once"))
+    await wait_for(lambda: window.session.status == "done" and not window.busy, 20, "the run to finish")
+    await window.desk.stop_run(stale)  # the row as it was before the refresh
+    window.input.setPlainText("Write b")
+    click(qtbot, window.send_button)
+    dialog = await find_dialog("approval_dialog")  # asked, not abandoned
+    click(qtbot, button(dialog, "approve_once"))
+    await wait_for(lambda: window.session.status == "done" and not window.busy, 20, "the second run")
+    assert (stub_workspace / "b.txt").read_text() == "b"

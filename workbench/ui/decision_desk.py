@@ -48,7 +48,7 @@ class DecisionDesk(QObject):
         self.window = window
         self.items: list[PendingDecision] = []
         self.waiting = False  # the window's run loop waits on the approval or budget dialog
-        self._stop_requested = False
+        self._stop_for: tuple[str, frozenset[str]] | None = None  # "Stop this run": the thread and its questions
         self.quit_box: QMessageBox | None = None
         self._soon = QTimer(self)
         self._soon.setSingleShot(True)
@@ -102,9 +102,9 @@ class DecisionDesk(QObject):
     async def ask(self, session: Session, pending: list[Question]) -> dict[str, dict[str, Any]] | str | None:
         """The decisions to resume with: those made already (Q2) plus what the dialogs ask for the
         rest; None when the person left part-way (kept), ``STOP_RUN`` for "Stop this run"."""
-        if self._stop_requested:
-            self._stop_requested = False
-            return STOP_RUN
+        stop, self._stop_for = self._stop_for, None
+        if stop is not None and stop == (session.thread_id, frozenset(q.id for q in pending)):
+            return STOP_RUN  # only for the very questions the person stopped, never a later run's
         drafts = session.decided()
         if all(q.id in drafts for q in pending):
             return drafts
@@ -136,7 +136,11 @@ class DecisionDesk(QObject):
         session = self.session
         if session is None or not await self._bring(item):
             return
-        self._stop_requested = True
+        questions = session.pending
+        if not questions:
+            self.refresh()  # a stale row: that run no longer waits
+            return
+        self._stop_for = (session.thread_id, frozenset(q.id for q in questions))
         await self._restart()
 
     async def open_thread(self, item: PendingDecision) -> None:
