@@ -127,7 +127,11 @@ class DecisionDesk(QObject):
         session = self.session
         if session is None or not await self._bring(item):
             return
-        session.record_decision(item.id, decision)
+        try:
+            session.record_decision(item.id, decision)
+        except WorkbenchError:
+            self.refresh()  # a stale row (answered elsewhere, or its run stopped): show what waits now
+            raise  # the error bar says which question and what to do
         self.refresh()
         await self._sync(session)
 
