@@ -100,3 +100,29 @@ except Exception:
     out = run_python(code, tmp_path)
     assert "idle True" in out.stdout, out.stdout + out.stderr
     assert "listening ran" in out.stdout, out.stdout + out.stderr
+
+
+def test_the_final_response_is_rebuilt_inline_and_usage_still_adds_up(tmp_path, stub_server):
+    """litellm's end-of-stream rebuild runs on the calling loop (no thread hand-off) for the litellm
+    version it was written against, and the call's usage and tool calls are unchanged by it; the heap
+    litellm's import leaves is frozen out of the collector's walks."""
+    stub_server.script({"text": "", "tool_calls": [["ls", {"path": "/project"}]], "usage": [321, 12]})
+    code = f"""
+import asyncio, gc
+from workbench.engine.llm_setup import import_litellm
+from workbench.engine.messages import Message, ModelRequest
+from workbench.engine.models.base import complete
+from workbench.engine.models.litellm_model import LiteLLMModel
+import_litellm()
+from litellm.litellm_core_utils.streaming_handler import CustomStreamWrapper
+print("inline", getattr(CustomStreamWrapper._async_build_complete_streaming_response, "_workbench_inline", False))
+print("frozen", gc.get_freeze_count() > 100000)
+r = asyncio.run(complete(LiteLLMModel("openai/test-model", {stub_server.url!r}, "sk-test"),
+                         ModelRequest(system="s", messages=(Message.user("hi"),))))
+print("usage", r.usage.input_tokens, r.usage.output_tokens)
+print("call", r.message.tool_calls[0].name, r.message.tool_calls[0].raw_arguments.replace(" ", ""))
+"""
+    out = run_python(code, tmp_path)
+    lines = dict(line.split(" ", 1) for line in out.stdout.strip().splitlines())
+    assert lines["inline"] == "True" and lines["frozen"] == "True", out.stdout
+    assert lines["usage"] == "321 12" and lines["call"] == 'ls {"path":"/project"}'
