@@ -126,3 +126,22 @@ print("call", r.message.tool_calls[0].name, r.message.tool_calls[0].raw_argument
     lines = dict(line.split(" ", 1) for line in out.stdout.strip().splitlines())
     assert lines["inline"] == "True" and lines["frozen"] == "True", out.stdout
     assert lines["usage"] == "321 12" and lines["call"] == 'ls {"path":"/project"}'
+
+
+async def test_a_call_made_during_a_warm_up_waits_for_it(stub_server, monkeypatch):
+    """litellm imports modules lazily inside a call: a real call racing the warm-up's own call could
+    meet a half-imported module, so a first call waits until no warm-up call is in flight."""
+    import threading
+
+    from workbench.engine import llm_setup
+
+    idle = threading.Event()  # a warm-up in flight
+    monkeypatch.setattr(llm_setup, "_warm_idle", idle)
+    stub_server.script({"text": "after the warm-up", "usage": [3, 3]})
+    model = LiteLLMModel("openai/test-model", stub_server.url, "sk-test")
+    call = asyncio.ensure_future(complete(model, _request()))
+    await asyncio.sleep(0.4)
+    assert not call.done() and stub_server.requests == []  # held back while the warm-up runs
+    idle.set()
+    result = await asyncio.wait_for(call, 30)
+    assert result.message.content == "after the warm-up" and len(stub_server.requests) == 1

@@ -209,6 +209,12 @@ def import_litellm() -> ModuleType:
 
 
 _background: threading.Thread | None = None
+# Set while no warm-up's mock call is in flight. litellm imports modules lazily inside ``acompletion``
+# (on its executor threads); a real call made while the warm-up's own call is importing them can see
+# a partially initialised module ("cannot import name ... partially initialized module"). A first
+# call therefore waits for a running warm-up to end (``wait_for_warm_up``).
+_warm_idle = threading.Event()
+_warm_idle.set()
 
 
 def import_in_background() -> None:
@@ -256,11 +262,30 @@ async def warm_up_async() -> float:
     Streams one ``mock_response`` call (no network) so the lazy imports inside ``acompletion`` and
     the stream wrapper happen now rather than on the user's first message.
     """
-    global _warmed
     started = time.perf_counter()
     litellm = import_litellm()
     if _warmed:
         return time.perf_counter() - started
+    _warm_idle.clear()
+    try:
+        await _warm(litellm)
+    finally:
+        _warm_idle.set()
+    return time.perf_counter() - started
+
+
+async def wait_for_warm_up(timeout: float = 60.0) -> None:
+    """Wait (without blocking the loop) until no warm-up call is in flight; see ``_warm_idle``."""
+    import asyncio
+
+    deadline = time.monotonic() + timeout
+    while not _warm_idle.is_set() and time.monotonic() < deadline:
+        await asyncio.sleep(0.01)
+
+
+async def _warm(litellm: ModuleType) -> None:
+    """The warm-up itself: the streaming modules, then one mock call (``warm_up_async``)."""
+    global _warmed
     import importlib
 
     with _lock:
@@ -284,4 +309,3 @@ async def warm_up_async() -> float:
         log.debug("warm-up: mock stream failed: %s", exc)
     _freeze_import_heap()  # the modules the first call imported lazily, too
     _warmed = True
-    return time.perf_counter() - started

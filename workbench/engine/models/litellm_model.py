@@ -202,9 +202,10 @@ class LiteLLMModel:
 
     async def stream(self, request: ModelRequest) -> AsyncIterator[ModelDelta | ModelResponse]:
         """Stream one call; see the class docstring. Raises ``ModelError`` with one clear line."""
-        from workbench.engine.llm_setup import import_litellm
+        from workbench.engine.llm_setup import import_litellm, wait_for_warm_up
 
         litellm = import_litellm()
+        await wait_for_warm_up()  # never import litellm's lazy modules alongside a warm-up's call
         kwargs = self._kwargs(request)
         attempt = 0
         while True:
