@@ -217,10 +217,13 @@ async def _amain(app: Any, args: argparse.Namespace) -> int:
     except (WorkbenchError, OSError) as e:
         window.error_bar.show_message(f"Could not open the workspace: {e}. Use File → Open workspace….")
     else:  # G9: a failure is shown with Edit workbench.yaml / Try again / Open workspace… / Open the demo
-        await window.try_open_workspace(workspace, model=args.model or model)
+        # G8: the first run's override is the user's own model, so it goes with the user's own endpoint.
+        api_base = settings.api_base if (not args.model and model and model == settings.model) else None
+        await window.try_open_workspace(workspace, model=args.model or model, api_base=api_base or None)
     if args.exit_after_start:
         print(json.dumps({"shown_s": round(shown, 3), "litellm_imported_at_show": litellm_at_show,
                           "model": window.session.model_name if window.session else None,
+                          "api_base": window.session.config.api_base if window.session else None,
                           "workspace": str(window.session.workspace) if window.session else None}), flush=True)
         window.close()
     await closed.wait()

@@ -97,6 +97,21 @@ def test_xcb_messages_are_recognised() -> None:
     assert not is_xcb_failure("QFont::setPointSize: Point size <= 0")
 
 
+def test_G8_first_run_on_the_users_model_uses_the_users_endpoint(tmp_path: Path) -> None:
+    """First run with a key for the user's default model: the demo workspace runs that model, and on the
+    endpoint saved with it (Settings), not the provider's public one."""
+    (tmp_path / "config").mkdir()
+    (tmp_path / "config" / "settings.json").write_text(
+        json.dumps({"model": "openai/test-model", "api_base": "http://127.0.0.1:9/v1"}))
+    env = {"WORKBENCH_CONFIG_DIR": str(tmp_path / "config"), "WORKBENCH_DATA_DIR": str(tmp_path / "data"),
+           "OPENAI_API_KEY": "sk-test"}
+    proc = _run_app(["--exit-after-start"], env, timeout=120)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    info = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert info["workspace"] == str((tmp_path / "data" / "demo-workspace").resolve())
+    assert (info["model"], info["api_base"]) == ("openai/test-model", "http://127.0.0.1:9/v1")
+
+
 def test_a_real_model_shows_the_window_first_then_warms_litellm(tmp_path: Path) -> None:
     ws = tmp_path / "ws"
     ws.mkdir()
