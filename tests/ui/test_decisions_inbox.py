@@ -131,6 +131,9 @@ async def test_q1_a_budget_hold_waits_in_the_inbox_and_continues(windows: Any, s
     await find_dialog("budgetHoldDialog")
     await wait_for(lambda: panel.tree.topLevelItemCount() == 1, 10, "the hold in the inbox")
     assert panel.selected().kind == "budget_hold" and panel.continue_button.isVisible()
+    # G11: the inbox speaks in amounts, as the hold dialog does: Continue allows the limit again
+    assert panel.continue_button.text() == "Allow 100 more tokens", panel.continue_button.text()
+    assert "may go on until" in panel.reason.text() and "spent + 100 more" in panel.reason.text()
     assert not panel.approve_button.isVisible() and panel.stop_hold_button.isVisible()
     assert window.status.decisions_button.text() == "1 decision waiting"
     click(qtbot, panel.continue_button)

@@ -32,6 +32,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from workbench.budget_words import hold_fields, more_words, until_words
 from workbench.decisions import format_age
 from workbench.ui import qt_async
 
@@ -278,8 +279,14 @@ class DecisionsPanel(QWidget):
         else:
             shown = {k: v for k, v in payload.items() if k not in ("arguments",)}
             why = str(payload.get("reason") or "")
+            fields = hold_fields(payload) if hold else []
+            amounts = {f: cap for f, _spent, _limit, cap in fields}  # B3: Continue allows the limit again
+            allow = ", ".join(more_words(f, v) for f, v in amounts.items())
+            self.continue_button.setText(f"Allow {allow}" if allow else "Continue")
+            until = until_words({f: spent for f, spent, _l, _c in fields}, amounts) if amounts else ""
             self.reason.setText((f"{why}. " if why else "The run reached its budget. ")
-                                + "Continue (it may spend its configured limit again), or stop." if hold
+                                + (f"Allow {allow}: the run may go on until {until}; or stop." if allow
+                                   else "Continue (it may spend its configured limit again), or stop.") if hold
                                 else f"A question of kind {item.kind}.")
             self.args.setPlainText(json.dumps(shown, indent=2, ensure_ascii=False, default=str))
         self.approve_button.setVisible(not hold)
