@@ -21,27 +21,10 @@ os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
 
 
 async def shoot(out: Path, base: Path) -> None:
-    from tests.ui.helpers import button, find_dialog, visible_dialog, wait_for
-    from workbench.app import ensure_demo_workspace
-    from workbench.config import UserSettings
-    from workbench.ui.main_window import MainWindow, apply_app_style
-    from workbench.ui.qt_async import application
+    from screenshot import open_at_agents_approval
+    from tests.ui.helpers import button, find_dialog, wait_for
 
-    app = application()
-    app.setQuitOnLastWindowClosed(False)
-    apply_app_style(app)
-    ws = ensure_demo_workspace(base / "demo-project")
-    window = MainWindow(UserSettings(), persist=False)
-    window.resize(1400, 860)
-    window.show()
-    await window.open_workspace(ws)
-    window.input.setPlainText("Show me around this project and write notes for the team.")
-    window.send_button.click()
-    dialog = await find_dialog("approval_dialog")
-    button(dialog, "approve_once").click()  # notes.md
-    await wait_for(lambda: (d := visible_dialog("approval_dialog")) and d.current
-                   and d.current.payload.get("tool") == "edit_file", 20, "the AGENTS.md approval")
-    dialog = visible_dialog("approval_dialog")
+    window, dialog = await open_at_agents_approval(base, (1400, 860), panels=False)
     button(dialog, "make_rule").click()
     builder = await find_dialog("rule_builder")
     button(builder, "level_tree").click()

@@ -13,14 +13,17 @@ import os
 import sys
 import tempfile
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
 
 
-async def shoot(out: Path) -> None:
-    from tests.ui.helpers import button, distinct_colors, find_dialog, render_window, visible_dialog, wait_for
+async def open_at_agents_approval(base: Path, size: tuple[int, int], *, panels: bool = True) -> tuple[Any, Any]:
+    """The real window on a copy of the demo workspace, its first write (notes.md) approved, waiting at
+    the AGENTS.md edit's approval: ``(window, dialog)``. Shared with ``rule_builder_shot.py``."""
+    from tests.ui.helpers import button, find_dialog, visible_dialog, wait_for
     from workbench.app import ensure_demo_workspace, plug_panels
     from workbench.config import UserSettings
     from workbench.ui.main_window import MainWindow, apply_app_style
@@ -29,11 +32,11 @@ async def shoot(out: Path) -> None:
     app = application()
     app.setQuitOnLastWindowClosed(False)
     apply_app_style(app)
-    base = Path(tempfile.mkdtemp(prefix="workbench-shot-"))
     ws = ensure_demo_workspace(base / "demo-project")
     window = MainWindow(UserSettings(), persist=False)
-    plug_panels(window)
-    window.resize(1600, 900)
+    if panels:
+        plug_panels(window)
+    window.resize(*size)
     window.show()
     await window.open_workspace(ws)
     window.input.setPlainText("Show me around this project and write notes for the team.")
@@ -42,7 +45,13 @@ async def shoot(out: Path) -> None:
     button(dialog, "approve_once").click()  # notes.md
     await wait_for(lambda: (d := visible_dialog("approval_dialog")) and d.current
                    and d.current.payload.get("tool") == "edit_file", 20, "the AGENTS.md approval")
-    dialog = visible_dialog("approval_dialog")
+    return window, visible_dialog("approval_dialog")
+
+
+async def shoot(out: Path) -> None:
+    from tests.ui.helpers import button, distinct_colors, render_window, wait_for
+
+    window, dialog = await open_at_agents_approval(Path(tempfile.mkdtemp(prefix="workbench-shot-")), (1600, 900))
     await wait_for(lambda: "+- Keep notes.md" in dialog.diff_view.toPlainText(), 10, "the diff")
     window.input.setPlainText("Looks good — what else could we improve?")
     await asyncio.sleep(0.3)
