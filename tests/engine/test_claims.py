@@ -356,6 +356,42 @@ async def test_R9_a_read_only_call_that_never_finished_runs_on_recovery(tmp_path
     assert effects == ["1"]
 
 
+async def test_R9_a_messages_only_read_is_not_journaled_and_runs_again_after_a_crash_before_the_checkpoint(tmp_path):
+    """Issue 9: a message's only call that just reads skips the journal (the step's checkpoint follows at
+    once); a crash between the two reads again on recovery, and the history stays whole. A read beside
+    other calls, and every call that changes things outside, is still journaled."""
+    effects: list[str] = []
+    model = ScriptedModel([tool_reply(("look", {"x": "a"})), tool_reply(("look", {"x": "b"}), ("apply", {"x": "1"})),
+                           tool_reply(("look", {"x": "c"}))])
+    engine = make(tmp_path, model, tools=_counting_tools(effects, crash_on=None))
+    journaled: list[str] = []
+    finish = engine.store.journal_finish
+    engine.store.journal_finish = lambda *a, **k: (journaled.append(a[3]), finish(*a, **k))[1]
+    save = engine.store.save_checkpoint
+
+    def crash_after_look_c(thread_id, run_id, step, status, state, *a, **k):
+        if state["messages"][-1].get("role") == "tool" and effects[-1:] == ["look c"]:
+            raise Crash()  # the process dies after look c finished, before its step's checkpoint
+        return save(thread_id, run_id, step, status, state, *a, **k)
+
+    engine.store.save_checkpoint = crash_after_look_c
+    with pytest.raises(Crash):
+        await engine.run("t", "go")
+    assert effects == ["look a", "look b", "1", "look c"]
+    assert len(journaled) == 2  # look b and apply 1 (two calls in one message); never look a or look c
+    store = Store.for_workspace(tmp_path)
+    if store.holder("t"):
+        mark_claim_dead(store, "t")
+    after: list[str] = []
+    again = make(tmp_path, ScriptedModel([reply("done")]), tools=_counting_tools(after, crash_on=None), store=store)
+    result = await again.recover("t")
+    assert result.status == "done" and after == ["look c"]  # the read ran again; apply 1 never did
+    msgs = [Message.from_dict(m) for m in store.latest_checkpoint("t").state["messages"]]
+    assert [m.role for m in msgs] == ["user", "assistant", "tool", "assistant", "tool", "tool", "assistant", "tool",
+                                      "assistant"]
+    assert msgs[7].content == "seen" and msgs[-1].content == "done"
+
+
 async def test_R9_recover_keeps_the_runs_earlier_usage(tmp_path):
     """recover() adds to the run's usage so far (a mutation dropping it went unnoticed)."""
     u = Usage(100, 10, calls=1, cost_usd=0.25)

@@ -71,7 +71,11 @@ class ToolCalls:
                 # R4: when an earlier call on this lock waits for the user, this one may still ask (the
                 # questions of a message come together) but may not run before it: it runs on resume.
                 completed[call.id] = await self._one_tool(rt, call, tool, resumed.get(call.id), name in held)
-                self._journal(rt, call, completed[call.id])  # R9: stored the moment it finished
+                if len(calls) > 1 or tool is None or tool.changes_outside:
+                    # R9: stored the moment it finished. A message's only call that just reads is not: the
+                    # step's checkpoint follows at once, and after a crash before it, reading again is
+                    # harmless (issue 9: one SQLite transaction a step fewer).
+                    self._journal(rt, call, completed[call.id])
             except _Held:
                 pass  # neither a result nor a question until the earlier call is answered
             except Suspend as s:
