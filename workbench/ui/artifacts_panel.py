@@ -254,6 +254,8 @@ class ArtifactsPanel(QWidget):
         self.proxy.setSortRole(SortRole)
         self.table = QTableView(self)
         self.table.setObjectName("artifactsTable")
+        self.table.setAccessibleName("Artifacts")  # G14
+        self.table.setAccessibleDescription("The artifacts of this thread; select one to view it below")
         self.table.setModel(self.proxy)
         self.table.setSelectionBehavior(QAbstractItemView.SelectionBehavior.SelectRows)
         self.table.setSelectionMode(QAbstractItemView.SelectionMode.SingleSelection)
@@ -292,9 +294,11 @@ class ArtifactsPanel(QWidget):
         self.placeholder.setWordWrap(True)
         self.markdown_view = QTextBrowser(self.stack)
         self.markdown_view.setObjectName("artifactMarkdown")
+        self.markdown_view.setAccessibleName("Artifact")
         self.markdown_view.setOpenLinks(False)  # an artifact's links never navigate the viewer away
         self.text_view = QPlainTextEdit(self.stack)
         self.text_view.setObjectName("artifactText")
+        self.text_view.setAccessibleName("Artifact")
         self.text_view.setReadOnly(True)
         self.text_view.setLineWrapMode(QPlainTextEdit.LineWrapMode.NoWrap)
         self.text_view.setFont(QFontDatabase.systemFont(QFontDatabase.SystemFont.FixedFont))

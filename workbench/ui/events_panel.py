@@ -229,11 +229,13 @@ class EventsPanel(QWidget):
 
         self.type_combo = QComboBox(self)
         self.type_combo.setObjectName("eventsTypeFilter")
+        self.type_combo.setAccessibleName("Event type")  # G14
         self.type_combo.addItem(ALL_TYPES, "")
         self.type_combo.setToolTip("Show events of one type")
         self.type_combo.setSizeAdjustPolicy(QComboBox.SizeAdjustPolicy.AdjustToContents)
         self.text_filter = QLineEdit(self)
         self.text_filter.setObjectName("eventsTextFilter")
+        self.text_filter.setAccessibleName("Filter events")
         self.text_filter.setPlaceholderText("Filter events…")
         self.text_filter.setClearButtonEnabled(True)
         self.count_label = QLabel(self)
@@ -241,6 +243,8 @@ class EventsPanel(QWidget):
 
         self.view = QTableView(self)
         self.view.setObjectName("eventsView")
+        self.view.setAccessibleName("Events")
+        self.view.setAccessibleDescription("The thread's durable event log, oldest first")
         self.view.setModel(self.proxy)
         self.view.setSelectionBehavior(QAbstractItemView.SelectionBehavior.SelectRows)
         self.view.setSelectionMode(QAbstractItemView.SelectionMode.SingleSelection)

@@ -331,6 +331,8 @@ class InstructionsPanel(QWidget):
         # -- the file list --------------------------------------------------------------------------------
         self.view = QTreeView(self)
         self.view.setObjectName("instructionsView")
+        self.view.setAccessibleName("Instruction files")  # G14
+        self.view.setAccessibleDescription("The AGENTS.md files in the order the agent reads them, with their fate and tokens")
         self.view.setModel(self.model)
         self.view.setRootIsDecorated(False)
         self.view.setUniformRowHeights(True)
@@ -394,6 +396,7 @@ class InstructionsPanel(QWidget):
 
         self.editor = QPlainTextEdit(self)
         self.editor.setObjectName("instructionsEditor")
+        self.editor.setAccessibleName("Instruction file editor")
         self.editor.setProperty("role", "code")
         self.editor.setFont(QFontDatabase.systemFont(QFontDatabase.SystemFont.FixedFont))
         self.editor.setLineWrapMode(QPlainTextEdit.LineWrapMode.WidgetWidth)
@@ -434,6 +437,7 @@ class InstructionsPanel(QWidget):
         self.agent_label.setWordWrap(True)
         self.diff_view = QPlainTextEdit(self)
         self.diff_view.setObjectName("instructionsAgentDiff")
+        self.diff_view.setAccessibleName("The agent's change to this file")
         self.diff_view.setReadOnly(True)
         self.diff_view.setProperty("role", "code")
         self.diff_view.setFont(QFontDatabase.systemFont(QFontDatabase.SystemFont.FixedFont))

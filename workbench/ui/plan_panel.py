@@ -355,6 +355,8 @@ class PlanPanel(QWidget):
 
         self.view = QListView(self)
         self.view.setObjectName("planView")
+        self.view.setAccessibleName("Plan")  # G14
+        self.view.setAccessibleDescription("The agent's todos; each says its status in words and a mark")
         self.view.setModel(self.model)
         self.view.setEditTriggers(QAbstractItemView.EditTrigger.NoEditTriggers)
         self.view.setSelectionMode(QAbstractItemView.SelectionMode.SingleSelection)

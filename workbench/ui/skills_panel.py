@@ -279,6 +279,7 @@ class SkillsPanel(QWidget):
 
         self.view = QTreeView(self)
         self.view.setObjectName("skillsView")
+        self.view.setAccessibleName("Skills")  # G14
         self.view.setModel(self.model)
         self.view.setRootIsDecorated(False)
         self.view.setUniformRowHeights(True)
@@ -307,6 +308,7 @@ class SkillsPanel(QWidget):
         self.viewer_title.setWordWrap(True)
         self.viewer = QPlainTextEdit(self)
         self.viewer.setObjectName("skillsViewer")
+        self.viewer.setAccessibleName("SKILL.md")
         self.viewer.setReadOnly(True)
         self.viewer.setProperty("role", "code")
         self.viewer.setFont(QFontDatabase.systemFont(QFontDatabase.SystemFont.FixedFont))

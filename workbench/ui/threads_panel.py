@@ -73,6 +73,8 @@ class ThreadsPanel(QWidget):
         self._updating = False
         self.list = QListWidget(self)
         self.list.setObjectName("threads_list")
+        self.list.setAccessibleName("Threads")  # G14
+        self.list.setAccessibleDescription("This workspace's threads, newest first; each says its status and age")
         self.list.setAlternatingRowColors(True)
         self.list.setTextElideMode(Qt.TextElideMode.ElideRight)
         self.list.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
@@ -98,6 +100,7 @@ class ThreadsPanel(QWidget):
         lay.setSpacing(4)
         lay.addLayout(buttons)
         lay.addWidget(self.list, 1)
+        QWidget.setTabOrder(self.delete_button, self.list)  # G14: Tab as laid out, buttons then list
         bridge.sig_thread_loaded.connect(self.refresh)
         bridge.sig_run_started.connect(self.refresh)
         bridge.sig_run_finished.connect(self.refresh)

@@ -29,6 +29,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from workbench.ui.focus_order import chain, chain_after, parts_of
 from workbench.ui.markdown_render import render_markdown
 from workbench.ui.run_activity import ThinkingRow
 from workbench.ui.transcript_endings import RunEndings
@@ -234,6 +235,7 @@ class MessageBlock(QFrame):
         lay.addLayout(self._head)
         self.body = AutoHeightBrowser(self)
         self.body.setObjectName("message_body")
+        self.body.setAccessibleName("Your message" if role == "user" else "Assistant's answer")  # G14
         lay.addWidget(self.body)
         self._text = ""
         self.streaming = False
@@ -334,17 +336,20 @@ class ToolCallRow(QFrame):
         dl.addWidget(QLabel("Arguments", details))
         self.args_view = QPlainTextEdit(details)
         self.args_view.setReadOnly(True)
+        self.args_view.setAccessibleName(f"Arguments of {self.name}")  # G14
         self.args_view.setObjectName("tool_arguments")
         self.args_view.setProperty("role", "code")
         dl.addWidget(self.args_view)
         dl.addWidget(QLabel("Result", details))
         self.result_view = QPlainTextEdit(details)
         self.result_view.setReadOnly(True)
+        self.result_view.setAccessibleName(f"Result of {self.name}")
         self.result_view.setObjectName("tool_result")
         self.result_view.setProperty("role", "code")
         dl.addWidget(self.result_view)
         self._lay.addWidget(details)
         self.details = details
+        chain([self.toggle, self.args_view, self.result_view])  # G14: Tab goes on into the details
         return details
 
     def set_arguments(self, arguments: Any) -> None:
@@ -367,6 +372,9 @@ class ToolCallRow(QFrame):
         self.status = status
         self.status_label.setText(STATUS_LABELS.get(status, status))
         _set_status_property(self.status_label, status)
+        # G14: a screen reader on the toggle hears the call's target and status, not just the tool
+        self.toggle.setAccessibleDescription(
+            f"Tool call {self.summary.text() or self.name}: {self.status_label.text()}. Press to show its details")
 
     def set_result(self, content: str, status: str | None = None) -> None:
         self.result = content
@@ -531,7 +539,17 @@ class TranscriptView(QScrollArea):
 
     def _add(self, widget: QWidget) -> None:
         self.empty_hint.hide()
-        self._layout.insertWidget(self._layout.count() - 2, widget)  # above the thinking row and the stretch
+        index = self._layout.count() - 2
+        self._layout.insertWidget(index, widget)  # above the thinking row and the stretch
+        # G14: Tab reaches the new block after the one above it (Qt would put it after every dock)
+        anchor: QWidget = self
+        for i in range(index - 1, -1, -1):
+            above = self._layout.itemAt(i).widget()
+            parts = parts_of(above) if above is not None else []
+            if parts:
+                anchor = parts[-1]
+                break
+        chain_after(anchor, widget)
 
     @Slot()
     def _start_thinking(self, *_: Any) -> None:
@@ -610,6 +628,7 @@ class TranscriptView(QScrollArea):
                             "Nothing runs until you decide.", button="Review…")
         assert block.button is not None
         block.button.setObjectName("review_pending")
+        block.button.setAccessibleDescription(f"Open the {noun} the run is waiting for")  # G14
         block.button.clicked.connect(self.sig_decisions_requested)
         self._pending_notice = block
         self._add(block)

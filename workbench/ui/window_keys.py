@@ -19,6 +19,7 @@ from PySide6.QtGui import QAction, QActionGroup, QKeySequence
 from PySide6.QtWidgets import QApplication, QLineEdit, QMenu, QPlainTextEdit, QTextEdit
 
 from workbench.ui import qt_async
+from workbench.ui.focus_order import keep_window_focus_ordered
 
 if TYPE_CHECKING:
     from workbench.ui.main_window import MainWindow
@@ -83,6 +84,7 @@ def install_keyboard(window: MainWindow) -> None:
     window.sig_run_settled.connect(lambda _status: focus_prompt(window, unless_typing=True))
     window.input.setFocus()  # recorded while hidden: the window opens with the prompt focused
     install_theme_menu(window)
+    keep_window_focus_ordered(window)  # G14: Tab goes left docks, centre, right docks
 
 
 THEME_LABELS = {"system": "&System", "light": "&Light", "dark": "&Dark"}
