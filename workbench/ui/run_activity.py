@@ -50,7 +50,10 @@ class ThinkingRow(QFrame):
         self._started = 0.0
         self._retry_until = 0.0
         self._timer = QTimer(self)
-        self._timer.setInterval(1000)
+        # A quarter second, not one: a coarse 1 s timer may fire up to 5% early, at 0.95 s, and the
+        # next tick would then come at 1.9 s, so a wait of 1.5 s never showed "1 s" (the label only
+        # changes when its text does, so the faster tick costs nothing visible).
+        self._timer.setInterval(250)
         self._timer.timeout.connect(self._tick)
         self.hide()
 
