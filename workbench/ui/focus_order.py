@@ -31,6 +31,12 @@ _AREA_ORDER = {
 
 def focusables(root: QWidget) -> list[QWidget]:
     """``root`` and its descendants that take the focus with Tab, in their current chain order."""
+    out = _walk(root)
+    _relink_wrappers(root)
+    return out
+
+
+def _walk(root: QWidget) -> list[QWidget]:
     out: list[QWidget] = []
     if _tabbable(root):
         out.append(root)
@@ -42,6 +48,21 @@ def focusables(root: QWidget) -> list[QWidget]:
             out.append(w)
         w = w.nextInFocusChain()
     return out
+
+
+def _relink_wrappers(root: QWidget) -> None:
+    """Undo what walking the focus chain did to PySide's bookkeeping.
+
+    PySide's return-value heuristic records the widget ``w.nextInFocusChain()`` returns as a child of
+    ``w``. When ``w`` was later deleted (a transcript notice, a dialog), PySide invalidated every
+    Qt-made widget it had recorded under ``w``, and theirs in turn: the walk passes the menu bar, so
+    opening a thread that waits for a decision left ``window.view_menu`` and the other menus raising
+    "Internal C++ object already deleted". ``findChildren`` records each widget it returns as a child
+    of the widget asked, so asking the window (which outlives all of them) puts every widget the walk
+    touched back under it.
+    """
+    top = root.window()
+    top.findChildren(QWidget)
 
 
 def _tabbable(w: QWidget) -> bool:
@@ -118,7 +139,8 @@ def order_window_focus(window: QMainWindow) -> None:
     """Order the window's Tab chain by the place of its parts (see the module)."""
     widgets: list[QWidget] = []
     for region in window_regions(window):
-        widgets.extend(focusables(region))
+        widgets.extend(_walk(region))
+    _relink_wrappers(window)
     chain(widgets)
 
 
