@@ -100,6 +100,7 @@ class StubServer:
         self.port = port
         self.requests: list[dict[str, Any]] = []
         self._script: deque[StubReply] = deque()
+        self._by_model: dict[str, deque[StubReply]] = {}  # script_for: replies for one model name
         self._lock = threading.Lock()
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None
@@ -128,6 +129,15 @@ class StubServer:
             self._script.extend(replies)
         return self
 
+    def script_for(self, model: str, *items: StubReply | dict[str, Any] | str) -> StubServer:
+        """Queue replies for requests naming ``model`` (as the client sends it: ``openai/x`` arrives as
+        ``x``); such requests take these before the common script. For concurrent callers (the parent
+        and its background sub-agents) whose order is not fixed."""
+        replies = [StubReply.coerce(i) for i in items]
+        with self._lock:
+            self._by_model.setdefault(model, deque()).extend(replies)
+        return self
+
     @property
     def remaining(self) -> int:
         with self._lock:
@@ -137,6 +147,7 @@ class StubServer:
         """Forget the script and the recorded requests."""
         with self._lock:
             self._script.clear()
+            self._by_model.clear()
             self.requests.clear()
             self.arrivals.clear()
             self.peers.clear()
@@ -227,7 +238,11 @@ class StubServer:
             self.requests.append(body)
             self._served += 1
             n = self._served
-            reply = self._script.popleft() if self._script else None
+            own = self._by_model.get(str(body.get("model", "")))
+            if own:
+                reply = own.popleft()
+            else:
+                reply = self._script.popleft() if self._script else None
         if reply is None and self.auto_ls:
             reply = _auto_ls_reply(body)
         if reply is None:

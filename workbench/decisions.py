@@ -33,7 +33,8 @@ class PendingDecision:
     """One question a suspended run waits on, with where it comes from (Q1).
 
     ``source`` is where the run lives: ``"thread"`` (a thread of this workspace, the current one when
-    ``current``); background tasks (issue 11) will add ``"task"`` with ``agent`` naming the sub-agent.
+    ``current``) or ``"task"`` (a background sub-agent task's thread: ``agent`` names the sub-agent,
+    ``task_id`` the task; answer it with ``Session.answer_task``, D9).
     ``index``/``count`` place it in its batch (the questions one step asked at once, Q2); ``draft`` is
     the decision already made for it while the batch was left part-way, else None.
     """
@@ -48,6 +49,7 @@ class PendingDecision:
     index: int = 0
     count: int = 1
     draft: Mapping[str, Any] | None = field(default=None, compare=False)
+    task_id: str | None = None
 
     @property
     def id(self) -> str:
@@ -104,7 +106,8 @@ def thread_questions(store: Store, thread_id: str) -> tuple[tuple[Question, ...]
     return tuple(Question.from_dict(q) for q in cp.pending.get("questions", [])), float(cp.created)
 
 
-def collect_pending(store: Store, current: str, drafts: Mapping[str, Mapping[str, Any]]) -> list[PendingDecision]:
+def collect_pending(store: Store, current: str, drafts: Mapping[str, Mapping[str, Any]],
+                    tasks: Mapping[str, Any] | None = None) -> list[PendingDecision]:
     """Every pending decision in the workspace's store: the current thread's first, then the other
     threads' (newest first), each batch in the order its step asked. Reads only the threads the
     store lists as interrupted, without their message histories."""
@@ -115,10 +118,15 @@ def collect_pending(store: Store, current: str, drafts: Mapping[str, Mapping[str
         if info.status != "interrupted" and info.id != current:
             continue
         questions, asked = thread_questions(store, info.id)
+        task = (tasks or {}).get(info.id)  # a background task's thread (D9): its own source
+        if task is not None and not task.background:
+            continue  # a foreground task's questions are asked through its parent's run
         for i, q in enumerate(questions):
-            agent = str(q.payload.get("agent") or "main")
-            out.append(PendingDecision(q, info.id, info.title or "Untitled", asked, "thread", agent,
-                                       info.id == current, i, len(questions), drafts.get(q.id)))
+            agent = str(task.agent if task is not None else q.payload.get("agent") or "main")
+            out.append(PendingDecision(q, info.id, info.title or "Untitled", asked,
+                                       "task" if task is not None else "thread", agent,
+                                       info.id == current, i, len(questions), drafts.get(q.id),
+                                       task.id if task is not None else None))
     return out
 
 

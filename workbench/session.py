@@ -20,6 +20,7 @@ from workbench.engine.messages import Message
 from workbench.engine.middleware import Question, RunResult
 from workbench.engine.models.base import Model
 from workbench.engine.store import RunRecord, Store, ThreadInfo
+from workbench.engine.task_store import SETTLED, TaskRecord
 from workbench.engine.usage import Usage
 from workbench.errors import ConfigError, RunError
 
@@ -46,6 +47,28 @@ def make_model(config: WorkbenchConfig, *, api_key: str | None = None, threaded:
 
         model = ThreadedModel(model)
     return model
+
+
+def _bind_delegation(stack: list[Any], engine: Engine, cfg: WorkbenchConfig, threaded: bool,
+                     api_key: str | None = None) -> Any:
+    """Wire the delegation middleware (if the workspace has sub-agents) to this engine: its runner, its
+    store, and the model each sub-agent uses — its own ``model`` (on the workspace's ``api_base``) or
+    the workspace's model itself (D5)."""
+    from workbench.harness.delegation import DelegationMiddleware
+
+    for mw in stack:
+        if isinstance(mw, DelegationMiddleware):
+            def model_for(name: str | None) -> Model:
+                if not name:
+                    return engine.agent.model
+                # the key passed in is for the workspace's provider: another provider's looks up its own
+                same = name.split("/", 1)[0] == cfg.model.split("/", 1)[0]
+                return make_model(cfg.with_overrides(model=name), api_key=api_key if same else None,
+                                  threaded=threaded)
+
+            mw.bind(engine, model_for)
+            return mw
+    return None
 
 
 class Session:
@@ -152,6 +175,7 @@ class Session:
             max_prompt_section_tokens=cfg.max_prompt_section_tokens,
         )
         engine = Engine(agent, store)
+        delegation = _bind_delegation(stack, engine, cfg, threaded_model, api_key)
         if thread_id is None:
             thread_id = store.create_thread()
         elif store.thread(thread_id) is None:
@@ -159,6 +183,10 @@ class Session:
         session = cls(ws, cfg, store, engine, thread_id, ignored=ignored, notices=notices)
         session._config_stamp = stamp
         session._overrides = (model if isinstance(model, str) else None, api_base)
+        session._delegation = delegation
+        if delegation is not None and delegation.runner is not None:
+            # D5: background tasks a closed (or killed) app left running go on; settled ones wait by id
+            delegation.runner.recover()
         return session
 
     def setting_sources(self, user: Any = None) -> dict[str, Any]:
@@ -330,7 +358,9 @@ class Session:
     def pending_decisions(self) -> list[PendingDecision]:
         """Q1: every pending decision in the workspace (this thread's first, then other threads'), with
         its source, age and any decision already made for it (Q2)."""
-        return collect_pending(self.store, self.thread_id, self._drafts.all())
+        store = self._task_store()
+        tasks = {t.child_thread: t for t in store.tasks(None)} if store is not None else None
+        return collect_pending(self.store, self.thread_id, self._drafts.all(), tasks)
 
     def record_decision(self, question_id: str, decision: Mapping[str, Any], *, thread_id: str | None = None) -> None:
         """Q2: keep one question's decision (Session.resume format) until the whole batch is decided;
@@ -350,7 +380,73 @@ class Session:
 
     # -- threads ---------------------------------------------------------------------------------------------
     def threads(self) -> list[ThreadInfo]:
-        return self.store.threads()
+        """The person's threads (a sub-agent's thread belongs to its task: see ``tasks``)."""
+        children = self._task_store().child_threads() if self._task_store() is not None else set()
+        return [t for t in self.store.threads() if t.id not in children]
+
+    # -- sub-agent tasks (D5–D10) ----------------------------------------------------------------------------
+    _delegation: Any = None
+
+    def _task_store(self) -> Any:
+        d = self._delegation
+        return getattr(d, "tasks", None) if d is not None else None
+
+    def _runner(self) -> Any:
+        d = self._delegation
+        if d is None or d.runner is None:
+            raise RunError("this workspace has no sub-agents (subagents.agents in workbench.yaml)")
+        return d.runner
+
+    def tasks(self, thread_id: str | None = None, *, all_threads: bool = False) -> list[TaskRecord]:
+        """The sub-agent tasks this thread launched (every thread's with ``all_threads``), oldest first."""
+        store = self._task_store()
+        if store is None:
+            from workbench.engine.task_store import SqliteTaskStore
+
+            store = SqliteTaskStore(self.store)
+        return store.tasks(None if all_threads else (thread_id or self.thread_id))
+
+    def task(self, task_id: str) -> TaskRecord | None:
+        store = self._task_store()
+        return store.task(task_id) if store is not None else None
+
+    def task_messages(self, task_id: str) -> list[Message]:
+        """A task's sub-agent conversation (read-only: its thread belongs to the task)."""
+        task = self.task(task_id)
+        if task is None:
+            raise RunError(f"no task {task_id!r} in this workspace")
+        cp = self.store.latest_checkpoint(task.child_thread)
+        return [Message.from_dict(m) for m in (cp.state.get("messages") or [])] if cp else []
+
+    async def abort_task(self, task_id: str) -> TaskRecord | None:
+        """Stop a task that has not settled (D10): it ends ``aborted``; its siblings go on."""
+        return await self._runner().abort(task_id)
+
+    def continue_task(self, task_id: str, instructions: str) -> None:
+        """A further turn for a settled task's sub-agent, in the background (D5, D10)."""
+        self._runner().continue_task(task_id, instructions)
+
+    def answer_task(self, task_id: str, decisions: Mapping[str, Any]) -> None:
+        """Answer a background task's pending questions (D9: from the Tasks board or the inbox); the task
+        goes on in the background."""
+        task = self.task(task_id)
+        if task is None:
+            raise RunError(f"no task {task_id!r} in this workspace")
+        self._runner().resume(task_id, decisions)
+        self._drafts.clear(task.child_thread)
+
+    def cut_task_waits(self) -> None:
+        """End a ``wait_for_background_tasks`` in progress now (D7: the person cuts it short)."""
+        if self._delegation is not None and self._delegation.runner is not None:
+            self._delegation.runner.cut_waits()
+
+    async def wait_for_tasks(self, timeout: float | None = None) -> bool:
+        """Wait until every task of this thread has settled or waits for a decision (``workbench run``
+        without ``--detach``). False when ``timeout`` came first."""
+        if self._delegation is None or self._delegation.runner is None:
+            return True
+        ids = [t.id for t in self.tasks() if t.status not in SETTLED]
+        return await self._delegation.runner.wait(ids, 10**9 if timeout is None else timeout) if ids else True
 
     @staticmethod
     def trust_requests(workspace: Path | str) -> list[Any]:
@@ -422,6 +518,15 @@ class Session:
     def delete_thread(self, thread_id: str) -> None:
         if self.engine.is_running(thread_id):
             raise RunError("stop the run before deleting its thread")
+        from workbench.engine.task_store import ACTIVE, SqliteTaskStore
+
+        tasks = self._task_store() or SqliteTaskStore(self.store)
+        active = [t.id for t in tasks.tasks(thread_id) if t.status in ACTIVE]
+        if active:
+            raise RunError(f"abort the thread's {len(active)} unfinished task(s) first ({', '.join(active)}): "
+                           "they would go on without a thread to report to")
+        for child in tasks.delete_for_thread(thread_id):  # its tasks' threads go with it
+            self.store.delete_thread(child)
         self.store.delete_thread(thread_id)
 
     def _ensure_idle(self) -> None:
@@ -549,6 +654,8 @@ class Session:
     async def close(self) -> None:
         if self.running:
             await self.stop()
+        if self._delegation is not None and self._delegation.runner is not None:
+            await self._delegation.runner.close()  # D5: its tasks stay pending in the store, recovered later
         model = self.engine.agent.model
         close = getattr(model, "close", None)
         if callable(close):

@@ -407,6 +407,25 @@ class _Reader:
         return PermissionRule(effect=effect, action=action, pattern=pattern,  # type: ignore[arg-type]
                               line=node.start_mark.line + 1)
 
+    def limit_mapping(self, lim_node: Node, key: str) -> dict[str, float]:
+        """A budget ``limit:`` mapping: counter names to numbers."""
+        if not isinstance(lim_node, MappingNode) or not lim_node.value:
+            raise self.expected(lim_node, key,
+                                f"a non-empty mapping of {', '.join(BUDGET_FIELDS)} or custom counters to numbers")
+        limit: dict[str, float] = {}
+        for knode, vnode in lim_node.value:
+            name = self.value(knode)
+            if not isinstance(name, str) or not name:
+                raise self.error(knode, f"{key}: keys must be counter names, got {self.describe(knode)}")
+            if name in limit:
+                raise self.error(knode, f"duplicate key '{key}.{name}'")
+            limit[name] = self.number(vnode, f"{key}.{name}")
+        return limit
+
+    def agent_budget(self, node: Node, key: str) -> dict[str, float] | None:
+        """A sub-agent's budget envelope (D8): like a budget's ``limit:``; null = what the parent has left."""
+        return None if self.is_null(node) else self.limit_mapping(node, key)
+
     def budget(self, node: Node) -> tuple[BudgetConfig, ...]:
         if self.is_null(node):
             return ()
@@ -415,18 +434,7 @@ class _Reader:
             key = f"budget[{i}]"
             m = self.mapping(item, key, ("scope", "limit", "interrupt"), required=("scope", "limit"))
             scope = self.choice(m["scope"], f"{key}.scope", BUDGET_SCOPES)
-            lim_node = m["limit"]
-            if not isinstance(lim_node, MappingNode) or not lim_node.value:
-                raise self.expected(lim_node, f"{key}.limit",
-                                    f"a non-empty mapping of {', '.join(BUDGET_FIELDS)} or custom counters to numbers")
-            limit: dict[str, float] = {}
-            for knode, vnode in lim_node.value:
-                name = self.value(knode)
-                if not isinstance(name, str) or not name:
-                    raise self.error(knode, f"{key}.limit: keys must be counter names, got {self.describe(knode)}")
-                if name in limit:
-                    raise self.error(knode, f"duplicate key '{key}.limit.{name}'")
-                limit[name] = self.number(vnode, f"{key}.limit.{name}")
+            limit = self.limit_mapping(m["limit"], f"{key}.limit")
             interrupt = False
             if "interrupt" in m:
                 interrupt = self.boolean(m["interrupt"], f"{key}.interrupt")
@@ -442,7 +450,8 @@ class _Reader:
 
     def subagents(self, node: Node) -> SubagentsConfig:
         m = self.section(node, "subagents", ("prefix", "max_delegations", "history_length", "artifact_strategy",
-                                             "async", "max_wait_seconds", "agents"))
+                                             "async", "max_wait_seconds", "max_concurrent", "max_depth",
+                                             "timeout_seconds", "agents"))
         kw: dict[str, Any] = {}
         if "prefix" in m:
             prefix = self.value(m["prefix"])
@@ -461,12 +470,21 @@ class _Reader:
             kw["async_"] = self.boolean(m["async"], "subagents.async")
         if "max_wait_seconds" in m:
             kw["max_wait_seconds"] = self.number(m["max_wait_seconds"], "subagents.max_wait_seconds")
+        for k in ("max_concurrent", "max_depth"):
+            if k in m:
+                kw[k] = self.integer(m[k], f"subagents.{k}")
+                if kw[k] < 1:
+                    raise self.expected(m[k], f"subagents.{k}", "a whole number of at least 1")
+        if "timeout_seconds" in m:
+            kw["timeout_seconds"] = self.number(m["timeout_seconds"], "subagents.timeout_seconds")
+            if kw["timeout_seconds"] <= 0:
+                raise self.expected(m["timeout_seconds"], "subagents.timeout_seconds", "a number of seconds above 0")
         if "agents" in m and not self.is_null(m["agents"]):
             agents: list[SubagentConfig] = []
             seen: set[str] = set()
             for i, item in enumerate(self.seq(m["agents"], "subagents.agents")):
                 key = f"subagents.agents[{i}]"
-                a = self.mapping(item, key, ("name", "description", "model", "instructions"),
+                a = self.mapping(item, key, ("name", "description", "model", "instructions", "budget"),
                                  required=("name", "description"))
                 name = self.value(a["name"])
                 if not isinstance(name, str) or not _NAME_RE.match(name) or len(name) > 48:
@@ -481,6 +499,7 @@ class _Reader:
                     model=self.string(a["model"], f"{key}.model", optional=True) if "model" in a else None,
                     instructions=(self.string(a["instructions"], f"{key}.instructions", optional=True)
                                   if "instructions" in a else None),
+                    budget=self.agent_budget(a["budget"], f"{key}.budget") if "budget" in a else None,
                 ))
             kw["agents"] = tuple(agents)
         return SubagentsConfig(**kw)

@@ -7,6 +7,7 @@ import os
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
+from collections.abc import Mapping
 from typing import Any, Literal
 
 from workbench.errors import ConfigError
@@ -152,6 +153,7 @@ class SubagentConfig:
     description: str
     model: str | None = None
     instructions: str | None = None
+    budget: Mapping[str, float] | None = None  # D8: its run-scope envelope (fields as in `budget:` limits)
 
 
 @dataclass(frozen=True)
@@ -164,6 +166,9 @@ class SubagentsConfig:
     artifact_strategy: ArtifactStrategy = "inline"
     async_: bool = False
     max_wait_seconds: float = 60.0
+    max_concurrent: int = 4  # D7: background tasks running at once; more wait `queued`
+    max_depth: int = 1  # D9: a sub-agent may delegate only when this is > 1
+    timeout_seconds: float = 600.0  # D7: a task's wall-clock limit, then `expired`
     agents: tuple[SubagentConfig, ...] = ()
 
     def tool_name(self, agent: str) -> str:

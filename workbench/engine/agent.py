@@ -293,6 +293,21 @@ class Engine(ModelCalls, ToolCalls):
                 task.cancel()
         return True
 
+    def post_event(self, thread_id: str, type: str, **data: Any) -> Event | None:
+        """An event about a thread from outside its run (a background task settling, D7).
+
+        While this engine runs the thread, it goes with the run (a durable one is numbered in the run's
+        sequence and stored with its next checkpoint, R8). Otherwise a live one is published and a
+        durable one stored now — unless another process holds the thread (its run numbers the events:
+        storing one beside it would break its sequence), in which case it is only published."""
+        rt = self._active.get(thread_id)
+        if rt is not None:
+            return rt.emit(type, **data)
+        event = Event(type, thread_id, "", 0, data)
+        if event.durable and thread_id not in self.store.active_threads and self.store.holder(thread_id) is None:
+            event = self.store.append_event(event)
+        return self._publish(event)
+
     # -- the loop ----------------------------------------------------------------------------------------
     def _check_idle(self, thread_id: str) -> None:
         # Also through another Engine on this store: their events and messages would collide.

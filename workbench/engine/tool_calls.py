@@ -130,7 +130,8 @@ class ToolCalls:
     async def _one_tool(self, rt: _Runtime, call: ToolCall, tool: Tool | None, resumed: Question | None,
                         held: bool = False) -> ToolOutcome:
         approved = edited = False
-        if resumed is not None and resumed.kind == "tool_approval":
+        # The call's own approval; a question a tool asked for another (a sub-agent's, D9) is the tool's.
+        if resumed is not None and resumed.kind == "tool_approval" and resumed.id == f"approval-{call.id}":
             decision = rt.answers[resumed.id]
             kind = decision["decision"]
             if kind == "reject":

@@ -431,7 +431,8 @@ class PermissionsMiddleware(AgentMiddleware):
         The rules are written when the approved call comes back through ``wrap_tool_call``, where its
         tool and (possibly edited) arguments are known, so they cover exactly what asked.
         """
-        if question.kind != "tool_approval" or not question.call_id:
+        if question.kind != "tool_approval" or not question.call_id or "task_id" in question.payload:
+            # D9: a sub-agent's question passed up by delegation; the sub-agent's own stack keeps its rule
             return
         if decision.get("decision") not in ("approve", "edit"):
             return

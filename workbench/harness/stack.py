@@ -10,7 +10,10 @@ Order matters (outermost first):
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping
+from dataclasses import replace
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from workbench.backends.base import FileBackend
 from workbench.backends.composite import CompositeBackend
@@ -19,6 +22,11 @@ from workbench.backends.readonly import ReadOnlyBackend
 from workbench.backends.store import StoreBackend
 from workbench.config import MemoryConfig, WorkbenchConfig
 from workbench.engine.middleware import AgentMiddleware
+
+if TYPE_CHECKING:
+    from workbench.config import SubagentConfig
+    from workbench.engine.agent import Engine
+    from workbench.engine.store import Store
 
 
 def protected_paths(workspace: Path, store_path: Path) -> list[Path]:
@@ -66,8 +74,10 @@ def build_backend(config: WorkbenchConfig, workspace: Path, store_path: Path) ->
     return CompositeBackend(mounts)
 
 
-def build_middleware(config: WorkbenchConfig, workspace: Path, backend: FileBackend) -> list[AgentMiddleware]:
-    """The standard stack, outermost first (see the module docstring for why this order)."""
+def build_middleware(config: WorkbenchConfig, workspace: Path, backend: FileBackend, *,
+                     depth: int = 1) -> list[AgentMiddleware]:
+    """The standard stack, outermost first (see the module docstring for why this order). ``depth``: 1
+    for the person's agent, 2 for its sub-agents, … (delegation only while ``depth <= max_depth``, D9)."""
     from workbench.harness.artifacts import ArtifactsMiddleware
     from workbench.harness.budget import BudgetLimit, BudgetMiddleware, check_outermost
     from workbench.harness.files import FilesMiddleware
@@ -102,6 +112,10 @@ def build_middleware(config: WorkbenchConfig, workspace: Path, backend: FileBack
         )
     )
     stack.append(ArtifactsMiddleware(readonly=config.artifacts.readonly))
+    if config.subagents.agents and depth <= config.subagents.max_depth:
+        from workbench.harness.delegation import DelegationMiddleware
+
+        stack.append(DelegationMiddleware(config, workspace, depth=depth))
     m = config.memory
     stack.append(
         InstructionsMiddleware(
@@ -116,3 +130,31 @@ def build_middleware(config: WorkbenchConfig, workspace: Path, backend: FileBack
     )
     check_outermost(stack)  # B2: no model wrapper may sit outside the budget and hide a call
     return stack
+
+
+DEFAULT_SUBAGENT_INSTRUCTIONS = ("You are {name}, a sub-agent: {description} Do the task you are given "
+                                 "completely, then answer with the result (what you found or did).")
+
+
+def build_child_engine(config: WorkbenchConfig, workspace: Path, store: Store, agent: SubagentConfig, *,
+                       depth: int, envelope: Mapping[str, float], model: Any,
+                       model_factory: Callable[[str | None], Any]) -> Engine:
+    """A sub-agent's engine (D5, D8): the same workbench.yaml's stack — its permissions, files, skills,
+    memory — with the agent's instructions, its budget envelope as its only budget (run scope; at the
+    limit the task stops ``aborted``), and delegation only while ``depth < max_depth``."""
+    from workbench.config import BudgetConfig
+    from workbench.engine.agent import Agent, Engine
+    from workbench.harness.delegation import DelegationMiddleware
+
+    budgets = (BudgetConfig(scope="run", limit=dict(envelope), interrupt=False),) if envelope else ()
+    child_cfg = replace(config, budget=budgets,
+                        instructions=agent.instructions or DEFAULT_SUBAGENT_INSTRUCTIONS.format(
+                            name=agent.name, description=agent.description))
+    backend = build_backend(child_cfg, workspace, store.path)
+    stack = build_middleware(child_cfg, workspace, backend, depth=depth + 1)
+    engine = Engine(Agent(model, instructions=child_cfg.instructions, middleware=stack, backend=backend,
+                          max_prompt_section_tokens=child_cfg.max_prompt_section_tokens), store)
+    for mw in stack:
+        if isinstance(mw, DelegationMiddleware):
+            mw.bind(engine, model_factory)
+    return engine

@@ -1,0 +1,428 @@
+"""Delegation to sub-agents (D1–D9, issue 11): real child runs on their own threads of the same store,
+against the loopback stub (litellm for real), which answers the parent and each sub-agent by model name."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.stub_server import StubReply, StubServer
+from workbench.session import Session
+
+
+def workspace(tmp_path: Path, stub: StubServer, *, extra: str = "", agents: str = "", budget: str = "",
+              permissions: str = "{default: allow}") -> Path:
+    ws = tmp_path / "ws"
+    ws.mkdir(exist_ok=True)
+    agents = agents or ("    - {name: researcher, description: Reads and summarises., model: openai/researcher}\n"
+                        "    - {name: writer, description: Writes reports., model: openai/writer}\n")
+    (ws / "workbench.yaml").write_text(
+        f"model: openai/parent\napi_base: {stub.url}\npermissions: {permissions}\n{budget}"
+        f"subagents:\n  async: true\n  max_wait_seconds: 5\n{extra}  agents:\n{agents}")
+    return ws
+
+
+def _tool_results(session: Session) -> list[str]:
+    return [m.content for m in session.messages if m.role == "tool"]
+
+
+async def test_d1_foreground_delegation_returns_the_sub_agents_answer(tmp_path: Path, stub_server: StubServer) -> None:
+    stub_server.script_for("parent", StubReply(tool_calls=[("delegate_to_researcher", {"task": "Find the answer"})]),
+                           StubReply(text="The researcher says 42."))
+    stub_server.script_for("researcher", StubReply(text="It is 42.", usage=(30, 7)))
+    session = await Session.open(workspace(tmp_path, stub_server), api_key="sk-test")
+    try:
+        result = await session.run("Ask the researcher")
+        assert result.status == "done", result
+        assert result.answer == "The researcher says 42."
+        [out] = _tool_results(session)
+        assert "It is 42." in out and "completed" in out
+        [task] = session.tasks()
+        assert task.status == "completed" and task.agent == "researcher" and not task.background
+        # its own thread in the same store, not listed among the person's threads
+        assert task.child_thread not in [t.id for t in session.threads()]
+        assert [m.content for m in session.task_messages(task.id) if m.role == "assistant"] == ["It is 42."]
+        # the sub-agent's request carried the task; the parent's system prompt lists the sub-agents (D1)
+        sub_req = [r for r in stub_server.requests if r["model"] == "researcher"][0]
+        assert "Find the answer" in json.dumps(sub_req["messages"])
+        parent_req = [r for r in stub_server.requests if r["model"] == "parent"][0]
+        assert "delegate_to_researcher: Reads and summarises." in parent_req["messages"][0]["content"]
+        # B4: the sub-agent's usage counts toward the parent's run
+        assert session.usage.total_tokens >= 37
+        events = [e.type for e in session.store.events(session.thread_id)]
+        assert "task_started" in events and "task_settled" in events
+    finally:
+        await session.close()
+
+
+async def test_d5_d7_background_launch_returns_at_once_and_the_notice_arrives_without_polling(
+        tmp_path: Path, stub_server: StubServer) -> None:
+    stub_server.script_for("parent",
+                           StubReply(tool_calls=[("delegate_to_researcher", {"task": "Dig", "background": True})]),
+                           StubReply(text="Launched; waiting."),
+                           StubReply(text="Got it: deep."))
+    stub_server.script_for("researcher", StubReply(text="Deep result.", delay=0.5))
+    session = await Session.open(workspace(tmp_path, stub_server), api_key="sk-test")
+    try:
+        result = await session.run("Launch it")
+        assert result.status == "done"
+        [launch] = _tool_results(session)
+        [task] = session.tasks()
+        assert task.id in launch and "notified" in launch
+        assert task.status in ("queued", "pending")  # returned before the sub-agent answered
+        assert await session.wait_for_tasks(10)
+        task = session.task(task.id)
+        assert task is not None and task.status == "completed" and task.outcome == "Deep result."
+        result = await session.run("And now?")
+        assert result.answer == "Got it: deep."
+        last = [r for r in stub_server.requests if r["model"] == "parent"][-1]
+        text = json.dumps(last["messages"])
+        assert text.count("Deep result.") == 1 and "settled: completed" in text
+        # once: the next call carries the same notice in the same place, not a second one
+        stub_server.script_for("parent", StubReply(text="ok"))
+        await session.run("again")
+        again = json.dumps([r for r in stub_server.requests if r["model"] == "parent"][-1]["messages"])
+        assert again.count("Deep result.") == 1
+    finally:
+        await session.close()
+
+
+async def test_d6_a_forged_or_foreign_task_id_is_refused_without_its_data(tmp_path: Path,
+                                                                         stub_server: StubServer) -> None:
+    ws = workspace(tmp_path, stub_server)
+    stub_server.script_for("parent",
+                           StubReply(tool_calls=[("delegate_to_researcher", {"task": "Secret", "background": True})]),
+                           StubReply(text="ok"))
+    stub_server.script_for("researcher", StubReply(text="TOP-SECRET-OUTCOME"))
+    other = await Session.open(ws, api_key="sk-test")
+    try:
+        await other.run("launch")
+        assert await other.wait_for_tasks(10)
+        [foreign] = other.tasks()
+    finally:
+        await other.close()
+    stub_server.script_for("parent",
+                           StubReply(tool_calls=[("check_background_tasks", {"task_ids": [foreign.id, "researcher:deadbeef"]}),
+                                                 ("abort_background_tasks", {"task_ids": [foreign.id]})]),
+                           StubReply(text="done"))
+    session = await Session.open(ws, api_key="sk-test")
+    try:
+        await session.run("peek")
+        outs = _tool_results(session)
+        assert all("TOP-SECRET-OUTCOME" not in o for o in outs)
+        assert all("no such task in this conversation" in o for o in outs)
+        assert session.task(foreign.id).status == "completed"  # untouched
+    finally:
+        await session.close()
+
+
+async def test_d7_wait_with_a_timeout_and_abort(tmp_path: Path, stub_server: StubServer) -> None:
+    stub_server.script_for("parent",
+                           StubReply(tool_calls=[("delegate_to_researcher", {"task": "Slow", "background": True})]),
+                           StubReply(text="launched"))
+    stub_server.script_for("researcher", StubReply(text="never seen", delay=8))
+    session = await Session.open(workspace(tmp_path, stub_server), api_key="sk-test")
+    try:
+        await session.run("go")
+        [task] = session.tasks()
+        stub_server.script_for("parent",
+                               StubReply(tool_calls=[("wait_for_background_tasks", {"timeout_seconds": 30})]),
+                               StubReply(tool_calls=[("abort_background_tasks", {"task_ids": [task.id]})]),
+                               StubReply(text="gave up"))
+        result = await session.run("wait then abort")
+        assert result.status == "done"
+        waited, aborted = (json.loads(o) for o in _tool_results(session)[-2:])
+        assert waited["timed_out"] is True  # capped at max_wait_seconds (5), not the 30 asked
+        assert waited["tasks"][0]["status"] == "pending"
+        assert aborted["tasks"][0]["status"] == "aborted"
+        assert session.task(task.id).status == "aborted"
+    finally:
+        await session.close()
+
+
+async def test_d7_queued_behind_max_concurrent_and_expired(tmp_path: Path, stub_server: StubServer) -> None:
+    ws = workspace(tmp_path, stub_server, extra="  max_concurrent: 1\n  timeout_seconds: 1\n")
+    stub_server.script_for("parent", StubReply(tool_calls=[
+        ("delegate_to_researcher", {"task": "one", "background": True}),
+        ("delegate_to_writer", {"task": "two", "background": True})]), StubReply(text="both launched"))
+    stub_server.script_for("researcher", StubReply(text="slow", delay=5))
+    stub_server.script_for("writer", StubReply(text="written"))
+    session = await Session.open(ws, api_key="sk-test")
+    try:
+        await session.run("launch two")
+        first, second = session.tasks()
+        assert {first.status, second.status} == {"pending", "queued"} or "queued" in (first.status, second.status)
+        assert await session.wait_for_tasks(15)
+        statuses = {t.agent: t.status for t in session.tasks()}
+        assert statuses == {"researcher": "expired", "writer": "completed"}  # one expiring spares its sibling
+        assert "timeout_seconds" in (session.task(first.id).error or "")
+    finally:
+        await session.close()
+
+
+async def test_d9_siblings_unaffected_by_one_failure(tmp_path: Path, stub_server: StubServer) -> None:
+    stub_server.script_for("parent", StubReply(tool_calls=[
+        ("delegate_to_researcher", {"task": "fails", "background": True}),
+        ("delegate_to_writer", {"task": "works", "background": True})]), StubReply(text="launched"))
+    stub_server.script_for("researcher", StubReply(status=400, text="bad request"))
+    stub_server.script_for("writer", StubReply(text="fine", delay=0.3))
+    session = await Session.open(workspace(tmp_path, stub_server), api_key="sk-test")
+    try:
+        await session.run("launch")
+        assert await session.wait_for_tasks(15)
+        statuses = {t.agent: t.status for t in session.tasks()}
+        assert statuses == {"researcher": "failed", "writer": "completed"}
+    finally:
+        await session.close()
+
+
+async def test_d4_d9_a_foreground_sub_agents_approval_reaches_the_person_naming_it(
+        tmp_path: Path, stub_server: StubServer) -> None:
+    ws = workspace(tmp_path, stub_server, permissions="{default: ask, rules: [{allow: invoke, tool: delegate_to_*}]}")
+    stub_server.script_for("parent",
+                           StubReply(tool_calls=[("delegate_to_writer", {"task": "Write notes.md"})]),
+                           StubReply(text="The writer wrote it."))
+    stub_server.script_for("writer",
+                           StubReply(tool_calls=[("write_file", {"path": "/project/notes.md", "content": "hi"})]),
+                           StubReply(text="Wrote notes.md."))
+    session = await Session.open(ws, api_key="sk-test")
+    try:
+        result = await session.run("Have the writer write notes")
+        assert result.status == "interrupted", result
+        [q] = result.pending
+        assert q.kind == "tool_approval" and q.payload["agent"] == "writer" and q.payload["tool"] == "write_file"
+        assert q.payload["arguments"]["path"] == "/project/notes.md" and q.id.startswith("sub-")
+        assert not (ws / "notes.md").exists()
+        [task] = session.tasks()
+        assert task.status == "awaiting_decision"
+        result = await session.resume({q.id: {"decision": "approve"}})
+        assert result.status == "done", result
+        assert (ws / "notes.md").read_text() == "hi"
+        assert "Wrote notes.md." in _tool_results(session)[0]
+        assert session.task(task.id).status == "completed"
+    finally:
+        await session.close()
+
+
+async def test_d4_a_rejected_sub_agent_call_is_the_sub_agents_to_handle(tmp_path: Path,
+                                                                       stub_server: StubServer) -> None:
+    ws = workspace(tmp_path, stub_server, permissions="{default: ask, rules: [{allow: invoke, tool: delegate_to_*}]}")
+    stub_server.script_for("parent", StubReply(tool_calls=[("delegate_to_writer", {"task": "Write x"})]),
+                           StubReply(text="The writer could not."))
+    stub_server.script_for("writer", StubReply(tool_calls=[("write_file", {"path": "/project/x", "content": "x"})]),
+                           StubReply(text="I was not allowed to write x."))
+    session = await Session.open(ws, api_key="sk-test")
+    try:
+        result = await session.run("go")
+        [q] = result.pending
+        result = await session.resume({q.id: {"decision": "reject", "message": "not now"}})
+        assert result.status == "done"
+        assert not (ws / "x").exists()
+        writer_last = [r for r in stub_server.requests if r["model"] == "writer"][-1]
+        assert "not now" in json.dumps(writer_last["messages"])  # the sub-agent saw the person's reason
+        assert "I was not allowed" in _tool_results(session)[0]  # the parent saw only the outcome
+    finally:
+        await session.close()
+
+
+async def test_d9_a_background_tasks_decision_waits_in_the_inbox_while_the_parent_goes_on(
+        tmp_path: Path, stub_server: StubServer) -> None:
+    ws = workspace(tmp_path, stub_server, permissions="{default: ask, rules: [{allow: invoke, tool: delegate_to_*}]}")
+    stub_server.script_for("parent",
+                           StubReply(tool_calls=[("delegate_to_writer", {"task": "Write y", "background": True})]),
+                           StubReply(text="Launched; I go on."))
+    stub_server.script_for("writer", StubReply(tool_calls=[("write_file", {"path": "/project/y", "content": "y"})]),
+                           StubReply(text="Wrote y."))
+    session = await Session.open(ws, api_key="sk-test")
+    try:
+        result = await session.run("go")
+        assert result.status == "done"  # the parent is not held up
+        assert await session.wait_for_tasks(10)
+        [task] = session.tasks()
+        assert task.status == "awaiting_decision"
+        [item] = [d for d in session.pending_decisions() if d.source == "task"]
+        assert item.agent == "writer" and item.task_id == task.id and item.thread_id == task.child_thread
+        session.answer_task(task.id, {item.id: {"decision": "approve"}})
+        assert await session.wait_for_tasks(10)
+        assert session.task(task.id).status == "completed"
+        assert (ws / "y").read_text() == "y"
+        assert not [d for d in session.pending_decisions() if d.source == "task"]
+    finally:
+        await session.close()
+
+
+async def test_d8_budget_envelope_stops_the_sub_agent_and_its_usage_counts_toward_the_parent(
+        tmp_path: Path, stub_server: StubServer) -> None:
+    agents = ("    - {name: researcher, description: Reads., model: openai/researcher, "
+              "budget: {total_tokens: 150}}\n")
+    ws = workspace(tmp_path, stub_server, agents=agents,
+                   budget="budget:\n  - {scope: run, limit: {total_tokens: 100000}}\n")
+    stub_server.script_for("parent", StubReply(tool_calls=[("delegate_to_researcher", {"task": "Spend"})], usage=(10, 5)),
+                           StubReply(text="It stopped.", usage=(10, 5)))
+    stub_server.script_for("researcher",
+                           StubReply(tool_calls=[("ls", {"path": "/project"})], usage=(100, 100)),
+                           StubReply(text="never reached", usage=(1, 1)))
+    session = await Session.open(ws, api_key="sk-test")
+    try:
+        result = await session.run("go")
+        assert result.status == "done", result
+        [task] = session.tasks()
+        assert task.status == "aborted" and task.envelope == {"total_tokens": 150.0}
+        assert "budget" in (task.error or "").lower()
+        assert len([r for r in stub_server.requests if r["model"] == "researcher"]) == 1  # stopped before the 2nd
+        [fig] = session.budget_figures()
+        assert fig["fields"]["total_tokens"]["spent"] >= 200 + 30  # the sub-agent's 200 count toward the run (B4)
+    finally:
+        await session.close()
+
+
+async def test_d8_a_launch_that_would_exceed_what_is_left_asks_first(tmp_path: Path, stub_server: StubServer) -> None:
+    agents = ("    - {name: researcher, description: Reads., model: openai/researcher, "
+              "budget: {total_tokens: 5000}}\n")
+    ws = workspace(tmp_path, stub_server, agents=agents,
+                   budget="budget:\n  - {scope: run, limit: {total_tokens: 1000}}\n")
+    stub_server.script_for("parent", StubReply(tool_calls=[("delegate_to_researcher", {"task": "Big"})], usage=(10, 5)),
+                           StubReply(text="ok", usage=(10, 5)))
+    stub_server.script_for("researcher", StubReply(text="done", usage=(10, 5)))
+    session = await Session.open(ws, api_key="sk-test")
+    try:
+        result = await session.run("go")
+        assert result.status == "interrupted"
+        [q] = result.pending
+        assert "would exceed" in q.payload["reason"] and "total_tokens 5000" in q.payload["reason"]
+        assert session.tasks() == []  # nothing launched before the person said yes
+        result = await session.resume({q.id: {"decision": "approve"}})
+        assert result.status == "done"
+        assert session.tasks()[0].status == "completed"
+    finally:
+        await session.close()
+
+
+async def test_d2_max_delegations_and_d5_continue_task(tmp_path: Path, stub_server: StubServer) -> None:
+    ws = workspace(tmp_path, stub_server, extra="  max_delegations: 1\n")
+    stub_server.script_for("parent", StubReply(tool_calls=[
+        ("delegate_to_researcher", {"task": "first", "background": True}),
+        ("delegate_to_writer", {"task": "second", "background": True})]), StubReply(text="one refused"))
+    stub_server.script_for("researcher", StubReply(text="first done"), StubReply(text="second turn done"))
+    session = await Session.open(ws, api_key="sk-test")
+    try:
+        await session.run("launch two")
+        outs = _tool_results(session)
+        assert "Launched background task" in outs[0] and "max_delegations" in outs[1]
+        assert await session.wait_for_tasks(10)
+        [task] = session.tasks()
+        stub_server.script_for("parent", StubReply(tool_calls=[("continue_task", {"task_id": task.id,
+                                                                                 "instructions": "more"})]),
+                               StubReply(text="continued"))
+        await session.run("continue it")
+        assert "continues in the background" in _tool_results(session)[-1]
+        assert await session.wait_for_tasks(10)
+        task = session.task(task.id)
+        assert task.status == "completed" and task.outcome == "second turn done"
+        assert len(session.task_messages(task.id)) == 4  # two turns on the task's own thread
+    finally:
+        await session.close()
+
+
+_LAUNCHER = r"""
+import asyncio, sys, time
+from workbench.session import Session
+
+async def main() -> None:
+    session = await Session.open(sys.argv[1], api_key="sk-test")
+    await session.run("Launch both")
+    while sorted(t.status for t in session.tasks()) != ["pending", "pending"]:
+        await asyncio.sleep(0.05)
+    await asyncio.sleep(0.5)  # both sub-agents' model calls are in flight
+    print("READY", flush=True)
+    await asyncio.sleep(600)
+
+asyncio.run(main())
+"""
+
+
+async def test_d5_kill_9_in_the_middle_of_two_background_tasks_then_they_are_recovered(
+        tmp_path: Path, stub_server: StubServer) -> None:
+    import os
+    import signal
+    import subprocess
+    import sys
+
+    ws = workspace(tmp_path, stub_server)
+    stub_server.script_for("parent", StubReply(tool_calls=[
+        ("delegate_to_researcher", {"task": "R", "background": True}),
+        ("delegate_to_writer", {"task": "W", "background": True})]), StubReply(text="both launched"))
+    # the first answers are cut by the kill; the recovered runs get the second ones
+    stub_server.script_for("researcher", StubReply(text="lost", delay=6), StubReply(text="R done"))
+    stub_server.script_for("writer", StubReply(text="lost", delay=6), StubReply(text="W done"))
+    proc = subprocess.Popen([sys.executable, "-c", _LAUNCHER, str(ws)], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, cwd=str(Path(__file__).resolve().parents[2]))
+    try:
+        line = await asyncio.wait_for(asyncio.to_thread(proc.stdout.readline), 60)  # type: ignore[union-attr]
+        assert line.strip() == "READY", proc.stderr.read() if proc.poll() is not None else line  # type: ignore[union-attr]
+    finally:
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.wait()
+    session = await Session.open(ws, api_key="sk-test")
+    try:
+        tasks = session.tasks(all_threads=True)
+        assert sorted(t.status for t in tasks) == ["pending", "pending"]
+        ids = [t.id for t in tasks]
+        for _ in range(200):
+            if all(session.task(i).status == "completed" for i in ids):
+                break
+            await asyncio.sleep(0.1)
+        assert {session.task(i).outcome for i in ids} == {"R done", "W done"}
+    finally:
+        await session.close()
+
+
+async def test_stopping_the_parent_stops_its_foreground_sub_agent(tmp_path: Path, stub_server: StubServer) -> None:
+    stub_server.script_for("parent", StubReply(tool_calls=[("delegate_to_researcher", {"task": "Slow"})]))
+    stub_server.script_for("researcher", StubReply(text="too late", delay=3))
+    session = await Session.open(workspace(tmp_path, stub_server), api_key="sk-test")
+    try:
+        run = asyncio.ensure_future(session.run("go"))
+        for _ in range(100):
+            if session.tasks() and session.tasks()[0].status == "pending":
+                break
+            await asyncio.sleep(0.05)
+        await asyncio.sleep(0.3)
+        await session.stop()
+        result = await run
+        assert result.status == "aborted"
+        [task] = session.tasks()
+        assert task.status == "aborted"
+        assert session.store.runs(task.child_thread)[-1].status == "aborted"
+    finally:
+        await session.close()
+
+
+async def test_d5_closing_the_app_leaves_background_tasks_to_be_recovered_then_deleting_needs_them_settled(
+        tmp_path: Path, stub_server: StubServer) -> None:
+    ws = workspace(tmp_path, stub_server)
+    stub_server.script_for("parent", StubReply(tool_calls=[("delegate_to_researcher", {"task": "R", "background": True})]),
+                           StubReply(text="launched"))
+    stub_server.script_for("researcher", StubReply(text="cut", delay=1.5), StubReply(text="after the restart"))
+    session = await Session.open(ws, api_key="sk-test")
+    parent = session.thread_id
+    await session.run("go")
+    await asyncio.sleep(0.3)
+    [task] = session.tasks()
+    assert task.status == "pending"
+    with pytest.raises(Exception, match="unfinished task"):
+        session.delete_thread(parent)
+    await session.close()
+    session = await Session.open(ws, parent, api_key="sk-test")
+    try:
+        assert session.task(task.id).status == "pending"  # recovered by this process
+        assert await session.wait_for_tasks(10)
+        assert session.task(task.id).outcome == "after the restart"
+        session.delete_thread(parent)
+        assert session.store.thread(task.child_thread) is None and session.task(task.id) is None
+    finally:
+        await session.close()

@@ -1,0 +1,206 @@
+"""Sub-agent tasks in the thread store (D5, D7, D11): one row per task, beside the threads.
+
+A task is a sub-agent's run on its own *child thread* of the same store, launched by a tool call of a
+*parent thread*. The row holds what the engine knows of it — agent, status, usage, the outcome text once
+settled, whether the parent was told — so a restarted app can pick results up by id (D5), and status
+never comes from model text (D7). Everything that reads or writes tasks goes through ``TaskStore``: a
+runner on another engine with a shared store implements the same few methods (D11).
+
+Statuses: ``queued`` (behind ``max_concurrent``), ``pending`` (running), ``awaiting_decision`` (its run
+waits for the person), and the settled ones ``completed``, ``failed``, ``aborted``, ``expired``.
+``unknown`` is what a lookup of an id that is not there reports.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+import uuid
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from workbench.engine.store import Store
+from workbench.engine.usage import Usage
+
+SETTLED = frozenset({"completed", "failed", "aborted", "expired"})
+ACTIVE = frozenset({"queued", "pending", "awaiting_decision"})
+
+SCHEMA = """
+CREATE TABLE IF NOT EXISTS tasks (
+    id TEXT PRIMARY KEY, parent_thread TEXT NOT NULL, parent_run TEXT NOT NULL, call_id TEXT NOT NULL,
+    agent TEXT NOT NULL, child_thread TEXT NOT NULL, description TEXT NOT NULL, background INTEGER NOT NULL,
+    status TEXT NOT NULL, created REAL NOT NULL, started REAL, settled REAL, usage TEXT NOT NULL DEFAULT '{}',
+    outcome TEXT NOT NULL DEFAULT '', error TEXT, notified INTEGER NOT NULL DEFAULT 0,
+    envelope TEXT NOT NULL DEFAULT '{}', last_tool TEXT NOT NULL DEFAULT '', depth INTEGER NOT NULL DEFAULT 1,
+    prompt TEXT NOT NULL DEFAULT ''
+);
+CREATE INDEX IF NOT EXISTS tasks_parent ON tasks(parent_thread);
+CREATE INDEX IF NOT EXISTS tasks_child ON tasks(child_thread);
+"""
+
+_COLUMNS = ("id, parent_thread, parent_run, call_id, agent, child_thread, description, background, status, "
+            "created, started, settled, usage, outcome, error, notified, envelope, last_tool, depth, prompt")
+
+
+@dataclass(frozen=True)
+class TaskRecord:
+    """One sub-agent task as the store has it (no content but its outcome text)."""
+
+    id: str  # "<agent>:<8 hex>"
+    parent_thread: str
+    parent_run: str
+    call_id: str  # the delegation call that launched it
+    agent: str
+    child_thread: str
+    description: str  # the first line of the task, shortened (the board's "short description")
+    background: bool
+    status: str
+    created: float
+    started: float | None = None
+    settled: float | None = None
+    usage: Usage = field(default_factory=Usage)
+    outcome: str = ""  # the sub-agent's answer once settled (or what stopped it)
+    error: str | None = None
+    notified: bool = False  # the parent's model has been told of its settling (D7: once)
+    envelope: dict[str, Any] = field(default_factory=dict)  # the budget limits it runs under (D8)
+    last_tool: str = ""
+    depth: int = 1
+    prompt: str = ""  # what the sub-agent was asked (so a task queued at a crash can start after it)
+
+    @property
+    def settled_status(self) -> bool:
+        return self.status in SETTLED
+
+    def elapsed(self, now: float | None = None) -> float:
+        start = self.started or self.created
+        end = self.settled if self.settled is not None else (now or time.time())
+        return max(0.0, end - start)
+
+    def to_dict(self) -> dict[str, Any]:
+        """The task as the model and ``--json`` see it (no outcome text: that goes in results)."""
+        return {"task_id": self.id, "agent": self.agent, "status": self.status, "description": self.description,
+                "elapsed_seconds": round(self.elapsed(), 1), "usage": self.usage.to_dict(),
+                "thread": self.child_thread}
+
+
+class TaskStore(Protocol):
+    """What a task runner needs of a store (D11): a shared store (Postgres) implements these."""
+
+    def create_task(self, *, parent_thread: str, parent_run: str, call_id: str, agent: str, child_thread: str,
+                    description: str, background: bool, status: str, envelope: dict[str, Any],
+                    depth: int, prompt: str) -> TaskRecord: ...
+
+    def task(self, task_id: str) -> TaskRecord | None: ...
+
+    def task_for_call(self, parent_thread: str, call_id: str) -> TaskRecord | None: ...
+
+    def tasks(self, parent_thread: str | None = None) -> list[TaskRecord]: ...
+
+    def update_task(self, task_id: str, **changes: Any) -> TaskRecord | None: ...
+
+    def child_threads(self) -> set[str]: ...
+
+    def task_of_thread(self, child_thread: str) -> TaskRecord | None: ...
+
+    def delete_for_thread(self, thread_id: str) -> list[str]: ...
+
+
+class SqliteTaskStore:
+    """``TaskStore`` over the workspace's SQLite thread store (its own table, the store's lock)."""
+
+    def __init__(self, store: Store) -> None:
+        self.store = store
+        with store._lock:  # executescript commits; run it outside an explicit transaction
+            store._db.executescript(SCHEMA)
+
+    def create_task(self, *, parent_thread: str, parent_run: str, call_id: str, agent: str, child_thread: str,
+                    description: str, background: bool, status: str, envelope: dict[str, Any],
+                    depth: int, prompt: str) -> TaskRecord:
+        task_id = f"{agent}:{uuid.uuid4().hex[:8]}"
+        now = time.time()
+        with self.store.transaction() as db:
+            db.execute(
+                f"INSERT INTO tasks({_COLUMNS}) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+                (task_id, parent_thread, parent_run, call_id, agent, child_thread, description, int(background),
+                 status, now, now if status == "pending" else None, None, "{}", "", None, 0,
+                 json.dumps(envelope), "", depth, prompt),
+            )
+        record = self.task(task_id)
+        assert record is not None
+        return record
+
+    def task(self, task_id: str) -> TaskRecord | None:
+        with self.store._lock:
+            row = self.store._db.execute(f"SELECT {_COLUMNS} FROM tasks WHERE id=?", (task_id,)).fetchone()
+        return _record(row) if row else None
+
+    def task_for_call(self, parent_thread: str, call_id: str) -> TaskRecord | None:
+        with self.store._lock:
+            row = self.store._db.execute(
+                f"SELECT {_COLUMNS} FROM tasks WHERE parent_thread=? AND call_id=? ORDER BY created DESC LIMIT 1",
+                (parent_thread, call_id)).fetchone()
+        return _record(row) if row else None
+
+    def tasks(self, parent_thread: str | None = None) -> list[TaskRecord]:
+        with self.store._lock:
+            if parent_thread is None:
+                rows = self.store._db.execute(f"SELECT {_COLUMNS} FROM tasks ORDER BY created").fetchall()
+            else:
+                rows = self.store._db.execute(f"SELECT {_COLUMNS} FROM tasks WHERE parent_thread=? ORDER BY created",
+                                              (parent_thread,)).fetchall()
+        return [_record(r) for r in rows]
+
+    def task_of_thread(self, child_thread: str) -> TaskRecord | None:
+        """The task whose sub-agent runs on ``child_thread`` (None for a thread of the person's)."""
+        with self.store._lock:
+            row = self.store._db.execute(f"SELECT {_COLUMNS} FROM tasks WHERE child_thread=? ORDER BY created DESC "
+                                         "LIMIT 1", (child_thread,)).fetchone()
+        return _record(row) if row else None
+
+    def update_task(self, task_id: str, **changes: Any) -> TaskRecord | None:
+        if changes:
+            sets, values = [], []
+            for key, value in changes.items():
+                if key not in _UPDATABLE:
+                    raise ValueError(f"task field {key!r} cannot be changed")
+                if key == "usage":
+                    value = json.dumps(value.to_dict() if isinstance(value, Usage) else dict(value))
+                elif key == "envelope":
+                    value = json.dumps(value)
+                elif key == "notified":
+                    value = int(bool(value))
+                sets.append(f"{key}=?")
+                values.append(value)
+            with self.store.transaction() as db:
+                db.execute(f"UPDATE tasks SET {', '.join(sets)} WHERE id=?", (*values, task_id))
+        return self.task(task_id)
+
+    def child_threads(self) -> set[str]:
+        with self.store._lock:
+            rows = self.store._db.execute("SELECT child_thread FROM tasks").fetchall()
+        return {r[0] for r in rows}
+
+    def delete_for_thread(self, thread_id: str) -> list[str]:
+        """Forget the tasks a deleted thread launched; returns their child threads (to delete too)."""
+        children = [t.child_thread for t in self.tasks(thread_id)]
+        with self.store.transaction() as db:
+            db.execute("DELETE FROM tasks WHERE parent_thread=? OR child_thread=?", (thread_id, thread_id))
+        return children
+
+
+_UPDATABLE = frozenset({"status", "started", "settled", "usage", "outcome", "error", "notified", "envelope",
+                        "last_tool", "parent_run"})
+
+
+def _record(row: Sequence[Any]) -> TaskRecord:
+    return TaskRecord(
+        id=row[0], parent_thread=row[1], parent_run=row[2], call_id=row[3], agent=row[4], child_thread=row[5],
+        description=row[6], background=bool(row[7]), status=row[8], created=row[9], started=row[10],
+        settled=row[11], usage=Usage.from_dict(json.loads(row[12] or "{}")), outcome=row[13] or "",
+        error=row[14], notified=bool(row[15]), envelope=json.loads(row[16] or "{}"), last_tool=row[17] or "",
+        depth=int(row[18] or 1), prompt=row[19] or "",
+    )
+
+
+__all__ = ["ACTIVE", "SETTLED", "SqliteTaskStore", "TaskRecord", "TaskStore"]

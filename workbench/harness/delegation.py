@@ -1,0 +1,447 @@
+"""Delegation to sub-agents (D1–D10): one tool per configured sub-agent, background tasks and their tools.
+
+- D1 ``delegate_to_<name>{task, background?}`` per agent in ``subagents.agents`` (prefix configurable);
+  a cacheable section lists the sub-agents.
+- D2 ``max_delegations`` launches per run (0 = no limit); ``history_length`` recent messages of this
+  conversation go with the task (0 = the task alone).
+- D3 the sub-agent's artifacts merge into this thread as ``<agent>_<n>/<name>`` (A3); ``inline`` also
+  puts their content in the tool result, ``session`` only names them.
+- D4, D9 a foreground sub-agent's approvals and budget holds are asked of the person through this run
+  (the question's payload names the agent and task; its id is ``sub-<call>-<question>``); the model
+  sees only the outcome. A background task goes ``awaiting_decision`` and its questions wait on its own
+  thread, where the decision inbox shows them while this run goes on.
+- D5, D7 with ``async: true``: ``background`` launches return ``<agent>:<id>`` at once, and
+  ``check_background_tasks``, ``wait_for_background_tasks`` (capped by ``max_wait_seconds``; the person
+  can cut it short), ``abort_background_tasks`` and ``continue_task`` act on tasks. Status comes from the
+  engine (the task table), never from text: each settled task's outcome is put before the model once, as
+  a notice at this thread's next model call, kept in place in every later call (state key
+  ``task_notices``).
+- D6 the task tools accept only ids this conversation launched (its rows in the task table); any other
+  id gets "no such task in this conversation" and nothing of the task.
+- D8 each sub-agent runs under a budget envelope: its ``budget:`` in the config, else what is left of
+  this run's run-scope budgets. A launch whose envelope exceeds what is left asks first (an approval of
+  the delegation call). Its usage counts toward this run's budgets (B4) when its outcome comes back.
+
+Durable events: ``task_started`` (task id, agent, background, its thread) and ``task_settled`` (task id,
+agent, status, usage); live ``task_progress`` (status, last tool, tokens, elapsed) for the Tasks board.
+Tasks run through a ``TaskRunner`` (task_runner.py): this middleware never touches asyncio tasks.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from workbench.config import SubagentConfig, SubagentsConfig, WorkbenchConfig
+from workbench.engine.messages import Message, ModelRequest, ModelResponse, ToolCall
+from workbench.engine.middleware import AgentMiddleware, CallModel, CallTool, HookContext, Section, ToolContext
+from workbench.engine.task_store import SETTLED, SqliteTaskStore, TaskRecord
+from workbench.engine.tools import NeedsApproval, Tool, ToolOutcome, schema
+from workbench.engine.usage import Usage
+
+if TYPE_CHECKING:
+    from workbench.engine.agent import Engine
+    from workbench.engine.models.base import Model
+    from workbench.harness.task_runner import TaskRunner
+
+log = logging.getLogger(__name__)
+
+NOTICES = "task_notices"  # [{"at": message index, "task_id", "status", "text"}]: what the model was told (D7)
+COUNTED = "task_usage_counted"  # {task_id: usage dict already counted toward this thread's runs (B4)}
+ANSWERS = "task_answers"  # {task_id: {question id: decision}}: a foreground batch answered part-way (D9)
+MAX_OUTCOME_CHARS = 8000
+MAX_CONTEXT_CHARS = 2000
+
+ModelFactory = Callable[[str | None], "Model"]
+
+
+class DelegationMiddleware(AgentMiddleware):
+    """Sub-agents as tools, background tasks and their notices (see the module)."""
+
+    writes = frozenset({NOTICES, COUNTED, ANSWERS})
+    state_defaults = {NOTICES: [], COUNTED: {}, ANSWERS: {}}
+    asks = True  # D9: a foreground sub-agent's questions reach the person through this run
+
+    def __init__(self, config: WorkbenchConfig, workspace: Path, *, depth: int = 1) -> None:
+        self.config = config
+        self.sub = config.subagents
+        self.workspace = Path(workspace)
+        self.depth = depth
+        self._agents = {a.name: a for a in self.sub.agents}
+        self._tool_agent = {self.sub.tool_name(a.name): a.name for a in self.sub.agents}
+        self.runner: TaskRunner | None = None
+        self._engines: dict[str, Engine] = {}
+
+    # -- wiring (Session.open) -----------------------------------------------------------------------------
+    def bind(self, engine: Engine, model_factory: ModelFactory) -> None:
+        """Attach to the engine this stack runs in: the runner, the store, the model for each sub-agent."""
+        from workbench.harness.task_runner import LocalTaskRunner
+
+        self._parent = engine
+        self._model_factory = model_factory
+        self.tasks = SqliteTaskStore(engine.store)
+        self.runner = LocalTaskRunner(self.tasks, self.engine_for_task, max_concurrent=self.sub.max_concurrent,
+                                      timeout_seconds=self.sub.timeout_seconds, publish=self._publish)
+
+    def _publish(self, task: TaskRecord, type: str, data: dict[str, Any]) -> None:
+        self._parent.post_event(task.parent_thread, type, **data)
+
+    def engine_for_task(self, task: TaskRecord) -> Engine:
+        """The engine a task runs on: a real agent built from the same workbench.yaml, per task (its
+        budget envelope is its own), on the workspace's store."""
+        engine = self._engines.get(task.id)
+        if engine is None:
+            from workbench.harness.stack import build_child_engine
+
+            cfg = self._agents.get(task.agent)
+            if cfg is None:
+                raise ValueError(f"sub-agent {task.agent!r} is not configured in workbench.yaml any more")
+            engine = build_child_engine(self.config, self.workspace, self._parent.store, cfg,
+                                        depth=task.depth, envelope=task.envelope,
+                                        model=self._model_factory(cfg.model), model_factory=self._model_factory)
+            self._engines[task.id] = engine
+        return engine
+
+    # -- tools and sections -------------------------------------------------------------------------------
+    def tools(self) -> Sequence[Tool]:
+        out = []
+        for agent in self.sub.agents:
+            props: dict[str, Any] = {"task": {"type": "string", "description": "What the sub-agent should do: "
+                                              "a complete, self-contained instruction."}}
+            desc = f"Delegate a task to the sub-agent '{agent.name}': {agent.description}"
+            if self.sub.async_:
+                props["background"] = {"type": "boolean", "default": False,
+                                       "description": "Run it in the background: returns a task id at once."}
+                desc += " With background=true it runs while you go on and you are notified when it settles."
+            out.append(Tool(self.sub.tool_name(agent.name), desc, schema(props, ["task"]),
+                            self._delegate_func(agent.name)))
+        if self.sub.async_:
+            ids = {"type": "array", "items": {"type": "string"}, "description": "Task ids (all of this "
+                   "conversation's tasks when omitted)."}
+            out += [
+                Tool("check_background_tasks", "The current status of background tasks (and the outcome of settled "
+                     "ones).", schema({"task_ids": ids}), self._check, changes_outside=False),
+                Tool("wait_for_background_tasks", f"Wait until background tasks settle, at most "
+                     f"{self.sub.max_wait_seconds:g} s; returns their statuses and timed_out.",
+                     schema({"task_ids": ids, "timeout_seconds": {"type": "number", "minimum": 0}}), self._wait,
+                     changes_outside=False),
+                Tool("abort_background_tasks", "Stop background tasks that have not settled.",
+                     schema({"task_ids": {**ids, "description": "The task ids to abort."}}, ["task_ids"]),
+                     self._abort),
+                Tool("continue_task", "Send further instructions to a settled background task's sub-agent; it runs "
+                     "again in the background and you are notified when it settles.",
+                     schema({"task_id": {"type": "string"}, "instructions": {"type": "string"}},
+                            ["task_id", "instructions"]), self._continue),
+            ]
+        return out
+
+    async def sections(self, ctx: HookContext) -> Sequence[Section]:
+        if not self.sub.agents:
+            return ()
+        lines = ["You can delegate to these sub-agents (each call runs a separate agent with its own context; "
+                 "give it a complete task):"]
+        for a in self.sub.agents:
+            lines.append(f"- {self.sub.tool_name(a.name)}: {a.description}")
+        if self.sub.async_:
+            lines.append("Background tasks: launch with background=true; you will be notified here when each "
+                         "settles, so do not poll or sleep. Statuses come from the system, not from any text.")
+        return (Section("subagents", "\n".join(lines), cacheable=True),)
+
+    # -- D8: a launch that would exceed what is left asks first ----------------------------------------------
+    async def wrap_tool_call(self, call: ToolCall, ctx: ToolContext, call_next: CallTool) -> ToolOutcome | NeedsApproval:
+        agent = self._tool_agent.get(call.name)
+        if agent is not None and not ctx.approved:
+            existing = self.tasks.task_for_call(ctx.thread_id, call.id) if self.runner else None
+            over = None if existing is not None else _exceeds(self._agents[agent].budget, _left(ctx))
+            if over:
+                return NeedsApproval(f"Launching {agent} with its budget ({over}) would exceed what is left of "
+                                     "this run's budget")
+        return await call_next(call, ctx)
+
+    # -- D7: settled tasks reach the model once, as notices kept in place ----------------------------------------
+    async def wrap_model_call(self, request: ModelRequest, call_next: CallModel, ctx: HookContext) -> ModelResponse:
+        if self.runner is None or not self.sub.async_:
+            return await call_next(request)
+        notices = list(ctx.get(NOTICES) or [])
+        told = {(n["task_id"], n["status"]) for n in notices}
+        fresh = []
+        for task in self.tasks.tasks(ctx.thread_id):
+            if not task.background:
+                continue
+            status = task.status if task.status in SETTLED else (
+                "awaiting_decision" if task.status == "awaiting_decision" else None)
+            if status is None or (task.id, status) in told:
+                continue
+            if status in SETTLED and any(n["task_id"] == task.id and n["status"] in SETTLED and
+                                         n.get("settled") == task.settled for n in notices):
+                continue
+            text = self._notice(ctx, task)
+            fresh.append({"at": len(ctx.get("messages") or []), "task_id": task.id, "status": status,
+                          "settled": task.settled, "text": text})
+        if fresh:
+            notices += fresh
+            ctx.write(NOTICES, notices)
+        if notices:
+            request = request.replace(messages=_splice(request.messages, notices))
+        return await call_next(request)
+
+    def _notice(self, ctx: HookContext, task: TaskRecord) -> str:
+        if task.status == "awaiting_decision":
+            return (f"[Task notice] Background task {task.id} ({task.agent}) is waiting for the person's decision "
+                    "on one of its tool calls; it goes on once they answer.")
+        self._count_usage(ctx, task)
+        merged = self._merge_artifacts(ctx, task)
+        body = task.outcome or task.error or "(no answer)"
+        text = (f"[Task notice] Background task {task.id} ({task.agent}) settled: {task.status}.\n"
+                f"{_clip(body, MAX_OUTCOME_CHARS)}")
+        if task.error and task.outcome:
+            text += f"\n(error: {task.error})"
+        if merged:
+            text += "\nArtifacts: " + ", ".join(merged)
+        return text
+
+    # -- the delegation tool -------------------------------------------------------------------------------
+    def _delegate_func(self, agent: str) -> Any:
+        async def delegate(args: dict[str, Any], ctx: ToolContext) -> str | ToolOutcome:
+            return await self._delegate(agent, args, ctx)
+
+        return delegate
+
+    async def _delegate(self, agent: str, args: dict[str, Any], ctx: ToolContext) -> str | ToolOutcome:
+        if self.runner is None:
+            return ToolOutcome.error("Error: delegation is not available in this session (no task runner)")
+        task = self.tasks.task_for_call(ctx.thread_id, ctx.call.id)
+        if task is None:
+            background = bool(args.get("background")) and self.sub.async_
+            launched = [t for t in self.tasks.tasks(ctx.thread_id) if t.parent_run == ctx.run_id]
+            if self.sub.max_delegations and len(launched) >= self.sub.max_delegations:
+                return ToolOutcome.error(f"Refused: this run already delegated {len(launched)} task(s), the most "
+                                         f"subagents.max_delegations allows ({self.sub.max_delegations}).")
+            text = str(args.get("task") or "").strip()
+            if not text:
+                return ToolOutcome.error("Error: the task is empty; say what the sub-agent should do.")
+            cfg = self._agents[agent]
+            envelope = dict(cfg.budget) if cfg.budget else (_left(ctx) or {})
+            store = self._parent.store
+            child = store.create_thread(title=f"{agent}: {_first_line(text)}")
+            task = self.tasks.create_task(
+                parent_thread=ctx.thread_id, parent_run=ctx.run_id, call_id=ctx.call.id, agent=agent,
+                child_thread=child, description=_first_line(text), background=background,
+                status="queued" if background else "pending", envelope=envelope, depth=self.depth,
+                prompt=self._prompt(text, ctx))
+            ctx.emit("task_started", task_id=task.id, agent=agent, background=background, child_thread=child)
+            if background:
+                self.runner.start(task)
+                return (f"Launched background task {task.id} ({agent}). It runs while you go on; you will be "
+                        "notified here when it settles, so there is no need to poll. Its id works with "
+                        "check_background_tasks, wait_for_background_tasks, abort_background_tasks and continue_task.")
+        elif task.background:  # the call ran again (a recovered step): the task is already launched
+            return f"Background task {task.id} ({task.agent}) was launched; its status is {task.status}."
+        return await self._foreground(task, ctx)
+
+    async def _foreground(self, task: TaskRecord, ctx: ToolContext) -> str | ToolOutcome:
+        assert self.runner is not None
+        if task.status in SETTLED:
+            return self._result(ctx, task)
+        decisions = None
+        if task.status == "awaiting_decision":
+            decisions = self._answers(task, ctx)  # asks the person (suspends) until every question has one
+        while True:
+            result = await self.runner.run_foreground(task, decisions)
+            task = self.tasks.task(task.id) or task
+            if result.status != "interrupted":
+                return self._result(ctx, task)
+            decisions = self._answers(task, ctx)
+
+    def _answers(self, task: TaskRecord, ctx: ToolContext) -> dict[str, Any]:
+        """The person's decisions for the sub-agent's pending questions (D9): each asked through this run."""
+        from workbench.decisions import thread_questions
+
+        questions, _ = thread_questions(self._parent.store, task.child_thread)
+        saved = {k: dict(v) for k, v in (dict(ctx.get(ANSWERS) or {}).get(task.id) or {}).items()}
+        out: dict[str, Any] = {}
+        for q in questions:
+            if q.id in saved:
+                out[q.id] = saved[q.id]
+                continue
+            payload = {**q.payload, "agent": task.agent, "task_id": task.id}
+            try:
+                out[q.id] = dict(ctx.ask(q.kind, payload, f"sub-{ctx.call.id}-{q.id}"))
+            except BaseException:
+                if out:  # keep what was answered for the next resume (one question is asked at a time)
+                    answers = {k: dict(v) for k, v in dict(ctx.get(ANSWERS) or {}).items()}
+                    answers[task.id] = {**saved, **out}
+                    ctx.write(ANSWERS, answers)
+                raise
+        answers = {k: dict(v) for k, v in dict(ctx.get(ANSWERS) or {}).items()}
+        if answers.pop(task.id, None) is not None:
+            ctx.write(ANSWERS, answers)
+        return out
+
+    def _result(self, ctx: HookContext, task: TaskRecord) -> str | ToolOutcome:
+        self._count_usage(ctx, task)
+        merged = self._merge_artifacts(ctx, task)
+        body = _clip(task.outcome or "", MAX_OUTCOME_CHARS)
+        lines = [f"{task.agent} ({task.id}) {task.status}."]
+        if body:
+            lines.append(body)
+        if task.error:
+            lines.append(f"Error: {task.error}")
+        if merged:
+            lines.append("Artifacts merged into this thread: " + ", ".join(merged))
+            if self.sub.artifact_strategy == "inline":
+                for name, content in self._artifact_contents(task).items():
+                    lines.append(f"--- {name} ---\n{_clip(content, MAX_OUTCOME_CHARS)}")
+        text = "\n".join(lines)
+        return text if task.status == "completed" else ToolOutcome("error", text)
+
+    # -- usage (B4, D8) and artifacts (D3, A3) ---------------------------------------------------------------
+    def _count_usage(self, ctx: HookContext, task: TaskRecord) -> None:
+        from workbench.harness.budget import record_subagent_usage
+
+        counted = dict(ctx.get(COUNTED) or {})
+        before = Usage.from_dict(counted.get(task.id))
+        now = self._parent.store.thread_usage(task.child_thread)
+        delta = _minus(now, before)
+        if delta.total_tokens or delta.calls or (delta.cost_usd or 0):
+            record_subagent_usage(ctx, delta)
+            counted[task.id] = now.to_dict()
+            ctx.write(COUNTED, counted)
+
+    def _artifact_contents(self, task: TaskRecord) -> dict[str, str]:
+        cp = self._parent.store.latest_checkpoint(task.child_thread, messages=False)
+        arts = (cp.state.get("artifacts") if cp else None) or {}
+        return {str(k): str(v.get("content", "") if isinstance(v, Mapping) else v) for k, v in arts.items()}
+
+    def _merge_artifacts(self, ctx: HookContext, task: TaskRecord) -> list[str]:
+        from workbench.harness.artifacts import merge_subagent_artifacts
+
+        arts = self._artifact_contents(task)
+        if not arts:
+            return []
+        n = [t.id for t in self.tasks.tasks(task.parent_thread) if t.agent == task.agent].index(task.id) + 1
+        return merge_subagent_artifacts(ctx, task.agent, n, arts)
+
+    def _prompt(self, task: str, ctx: HookContext) -> str:
+        """The task, with the last ``history_length`` messages of this conversation as context (D2)."""
+        n = self.sub.history_length
+        recent = [m for m in (ctx.get("messages") or []) if m.get("role") in ("user", "assistant") and m.get("content")]
+        if n <= 0 or not recent:
+            return task
+        lines = [f"{m['role']}: {_clip(str(m['content']), MAX_CONTEXT_CHARS)}" for m in recent[-n:]]
+        return "Context from the conversation that delegated this task:\n" + "\n".join(lines) + f"\n\nYour task:\n{task}"
+
+    # -- the task tools (D5, D6) --------------------------------------------------------------------------------
+    def _own(self, ctx: HookContext, ids: Any) -> tuple[list[TaskRecord], list[str]]:
+        """D6: the tasks among ``ids`` this conversation launched, and the ids refused."""
+        mine = {t.id: t for t in self.tasks.tasks(ctx.thread_id) if t.background}
+        if ids is None:
+            return list(mine.values()), []
+        found, refused = [], []
+        for i in ids:
+            (found.append(mine[i]) if isinstance(i, str) and i in mine else refused.append(str(i)[:80]))
+        return found, refused
+
+    def _report(self, tasks: Sequence[TaskRecord], refused: Sequence[str], **extra: Any) -> str:
+        rows = []
+        for t in tasks:
+            row = t.to_dict()
+            if t.status in SETTLED:
+                row["outcome"] = _clip(t.outcome or t.error or "", MAX_OUTCOME_CHARS // max(1, len(tasks)))
+            rows.append(row)
+        out: dict[str, Any] = {"tasks": rows, **extra}
+        if refused:
+            out["refused"] = [f"{i}: no such task in this conversation" for i in refused]
+        return json.dumps(out, ensure_ascii=False)
+
+    async def _check(self, args: dict[str, Any], ctx: ToolContext) -> str:
+        tasks, refused = self._own(ctx, args.get("task_ids"))
+        return self._report(tasks, refused)
+
+    async def _wait(self, args: dict[str, Any], ctx: ToolContext) -> str:
+        assert self.runner is not None
+        tasks, refused = self._own(ctx, args.get("task_ids"))
+        timeout = min(float(args.get("timeout_seconds", self.sub.max_wait_seconds)), self.sub.max_wait_seconds)
+        settled = await self.runner.wait([t.id for t in tasks], timeout) if tasks else True
+        fresh = [self.tasks.task(t.id) or t for t in tasks]
+        return self._report(fresh, refused, timed_out=not settled)
+
+    async def _abort(self, args: dict[str, Any], ctx: ToolContext) -> str:
+        assert self.runner is not None
+        tasks, refused = self._own(ctx, args.get("task_ids") or [])
+        done = [await self.runner.abort(t.id) or t for t in tasks]
+        return self._report(done, refused)
+
+    async def _continue(self, args: dict[str, Any], ctx: ToolContext) -> str | ToolOutcome:
+        assert self.runner is not None
+        tasks, refused = self._own(ctx, [args.get("task_id")])
+        if refused:
+            return ToolOutcome.error(f"Error: {refused[0]}: no such task in this conversation")
+        task = tasks[0]
+        if task.status not in SETTLED:
+            return ToolOutcome.error(f"Error: task {task.id} is {task.status}; only a settled task can be continued")
+        self._count_usage(ctx, task)
+        self.runner.continue_task(task.id, str(args.get("instructions") or ""))
+        return f"Task {task.id} continues in the background; you will be notified here when it settles."
+
+
+# -- helpers ------------------------------------------------------------------------------------------------
+def _left(ctx: HookContext) -> dict[str, float] | None:
+    """What is left of this run's run-scope budgets, per field (the smallest over budgets); None without one."""
+    from workbench.harness.budget import BudgetMiddleware, measure_budgets
+
+    bctx = ctx.context_for(BudgetMiddleware)
+    if bctx is None or not isinstance(bctx.owner, BudgetMiddleware):
+        return None
+    usage = ctx.usage
+    figures = measure_budgets(bctx.owner.limits, run_usage=usage["run"], thread_usage=usage["thread"],
+                              state=ctx.state, run_id=ctx.run_id)
+    left: dict[str, float] = {}
+    for fig in figures:
+        if fig.get("scope") != "run":
+            continue
+        for name, f in (fig.get("fields") or {}).items():
+            if name == "steps":
+                continue
+            remaining = max(0.0, float(f["limit"]) - float(f["spent"]))
+            left[name] = min(left.get(name, remaining), remaining)
+    return left or None
+
+
+def _exceeds(envelope: Mapping[str, float] | None, left: Mapping[str, float] | None) -> str:
+    """How an agent's envelope goes over what is left ("" when it does not)."""
+    if not envelope or not left:
+        return ""
+    over = [f"{k} {v:g} > {left[k]:g} left" for k, v in envelope.items() if k in left and v > left[k]]
+    return ", ".join(over)
+
+
+def _minus(a: Usage, b: Usage) -> Usage:
+    cost = None if a.cost_usd is None else a.cost_usd - (b.cost_usd or 0.0)
+    return Usage(max(0, a.input_tokens - b.input_tokens), max(0, a.output_tokens - b.output_tokens),
+                 max(0, a.thoughts_tokens - b.thoughts_tokens), max(0, a.cached_tokens - b.cached_tokens),
+                 cost, max(0, a.calls - b.calls), max(0, a.unpriced_calls - b.unpriced_calls))
+
+
+def _splice(messages: Sequence[Message], notices: Sequence[Mapping[str, Any]]) -> tuple[Message, ...]:
+    """The request's messages with each notice as a user message where it was first given."""
+    out = list(messages)
+    for n in sorted(notices, key=lambda n: n["at"], reverse=True):
+        at = min(int(n["at"]), len(out))
+        out.insert(at, Message.user(str(n["text"]), task_notice=n["task_id"]))
+    return tuple(out)
+
+
+def _first_line(text: str, limit: int = 80) -> str:
+    line = text.strip().splitlines()[0] if text.strip() else ""
+    return line if len(line) <= limit else line[: limit - 1] + "…"
+
+
+def _clip(text: str, limit: int) -> str:
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+__all__ = ["ANSWERS", "COUNTED", "DelegationMiddleware", "NOTICES", "SubagentConfig", "SubagentsConfig"]

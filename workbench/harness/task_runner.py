@@ -1,0 +1,398 @@
+"""Where sub-agent tasks run (D5, D7, D9, D11): the runner interface and its local asyncio runner.
+
+The delegation middleware starts, watches, answers and aborts tasks only through ``TaskRunner``, and
+the runner reaches the store only through ``TaskStore`` (engine/task_store.py). ``LocalTaskRunner``
+runs each task as a real run of a child ``Engine`` (one per sub-agent, sharing the workspace's store)
+on the task's own thread, as an asyncio task in this process:
+
+- at most ``max_concurrent`` background tasks run at once; the others wait ``queued`` (D7);
+- each has a wall-clock limit (``timeout_seconds``): then its run is stopped and the task is
+  ``expired`` (D7);
+- a run that suspends for the person leaves the task ``awaiting_decision`` (its questions wait on
+  the child thread, where the decision inbox finds them, D9); ``resume`` continues it;
+- one task failing, expiring or being aborted never touches another (D9): each is its own asyncio
+  task, and every outcome is caught and stored;
+- progress (last tool, tokens, elapsed) goes out as live ``task_progress`` events; the settled status
+  and usage as durable ``task_settled`` on the parent thread (through ``publish``).
+
+A runner on a distributed engine would implement the same methods: ``start`` hands the task to a
+worker that builds the same child agent from the workspace's config and runs it on a shared store;
+``status``/``result`` read the shared task table; ``abort`` and ``resume`` send a message to the
+worker that holds the child thread's claim (R7).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from typing import Any, Protocol
+
+from workbench.engine.agent import Engine
+from workbench.engine.events import Event
+from workbench.engine.middleware import RunResult
+from workbench.engine.task_store import SETTLED, TaskRecord, TaskStore
+from workbench.engine.usage import Usage
+
+log = logging.getLogger(__name__)
+
+#: The error the engine gives a run whose asyncio task was cancelled (the app closing under it).
+CANCELLED = "the run was cancelled"
+RESUME_AFTER_CLOSE = ("The app was closed while you worked on this task. Continue it from where you were and "
+                      "answer with the result.")
+
+#: publish(task, event type, data): an event about ``task`` on its parent thread.
+Publish = Callable[[TaskRecord, str, dict[str, Any]], None]
+
+
+class TaskRunner(Protocol):
+    """Start, watch, answer and abort sub-agent tasks by id (D11)."""
+
+    tasks: TaskStore
+
+    def start(self, task: TaskRecord) -> None:
+        """Run a background task (queued while ``max_concurrent`` others run); returns at once."""
+
+    async def run_foreground(self, task: TaskRecord, decisions: Mapping[str, Any] | None = None) -> RunResult:
+        """Run (or, with ``decisions``, resume) a foreground task to its end or its next question."""
+
+    def status(self, task_id: str) -> str:
+        """The task's status (``unknown`` for an id that is not there)."""
+
+    def result(self, task_id: str) -> TaskRecord | None:
+        """The task as stored (outcome, usage, status)."""
+
+    async def abort(self, task_id: str) -> TaskRecord | None:
+        """Stop a task that has not settled; it ends ``aborted``."""
+
+    def resume(self, task_id: str, decisions: Mapping[str, Any]) -> None:
+        """Answer a background task's pending questions; it goes on in the background."""
+
+    def continue_task(self, task_id: str, instructions: str) -> None:
+        """A further turn for a settled task's sub-agent, in the background."""
+
+    async def wait(self, task_ids: Sequence[str], timeout: float) -> bool:
+        """Wait until these tasks settle or wait for a decision; False when the timeout (or a cut) came first."""
+
+    def cut_waits(self) -> None:
+        """End every ``wait`` in progress now (the person cut it short, D7)."""
+
+    async def close(self) -> None:
+        """Stop driving tasks in this process (they stay ``pending`` in the store: ``recover`` picks them up)."""
+
+
+class LocalTaskRunner:
+    """``TaskRunner`` on this process's asyncio loop (see the module)."""
+
+    def __init__(self, tasks: TaskStore, engine_for: Callable[[TaskRecord], Engine], *, max_concurrent: int = 4,
+                 timeout_seconds: float = 600.0, publish: Publish | None = None) -> None:
+        self.tasks = tasks
+        self._engine_for = engine_for
+        self.max_concurrent = max(1, int(max_concurrent))
+        self.timeout_seconds = float(timeout_seconds)
+        self._publish = publish or (lambda task, type, data: None)
+        self._drivers: dict[str, asyncio.Task[Any]] = {}
+        self._running = 0
+        self._queue: list[str] = []  # background task ids waiting for a slot, oldest first
+        self._changed: asyncio.Event | None = None
+        self._cut = 0  # bumped by cut_waits
+        self._watched: set[int] = set()
+        self._by_thread: dict[str, str] = {}  # child thread -> task id (progress events)
+        self._progress: dict[str, dict[str, Any]] = {}
+        self._closed = False
+        # How a queued task starts when it is not a fresh run: a further turn, or a recovered step.
+        self._continue_with: dict[str, Callable[[], Awaitable[RunResult]]] = {}
+        self._recovering: dict[str, Callable[[], Awaitable[RunResult]]] = {}
+
+    # -- the interface ----------------------------------------------------------------------------------
+    def start(self, task: TaskRecord) -> None:
+        if task.id in self._drivers or task.id in self._queue:
+            return
+        self._queue.append(task.id)
+        self._pump()
+
+    async def run_foreground(self, task: TaskRecord, decisions: Mapping[str, Any] | None = None) -> RunResult:
+        engine = self._engine(task)
+        child = task.child_thread
+        if decisions is not None:
+            return await self._drive(task.id, lambda: engine.resume(child, decisions))
+        start = self._start_for(self.tasks.task(task.id) or task, engine)
+        if isinstance(start, RunResult):  # its run had ended before a crash: nothing runs again
+            return start
+        return await self._drive(task.id, start)
+
+    def _start_for(self, record: TaskRecord, engine: Engine) -> Callable[[], Awaitable[RunResult]] | RunResult:
+        """How a task's run starts: fresh; recovered, when a crash cut it (R2); or not at all, when its
+        run had ended (its result is recorded from the store)."""
+        runs = self.tasks_store_threads().runs(record.child_thread)
+        last = runs[-1] if runs else None
+        if last is None:
+            return self._starter(engine, record)
+        if last.status == "aborted" and last.error == CANCELLED and record.status in ("queued", "pending"):
+            # Cut when the app closed (not stopped by anyone): a further turn picks the task up where
+            # its thread stands.
+            return lambda: engine.run(record.child_thread, RESUME_AFTER_CLOSE)
+        if last.status in ("done", "failed", "aborted", "interrupted"):
+            result = RunResult(last.status, last.answer, last.usage, error=last.error, thread_id=record.child_thread)
+            self._record_result(record, result)
+            return result
+        return lambda: engine.recover(record.child_thread)
+
+    def status(self, task_id: str) -> str:
+        record = self.tasks.task(task_id)
+        return record.status if record is not None else "unknown"
+
+    def result(self, task_id: str) -> TaskRecord | None:
+        return self.tasks.task(task_id)
+
+    async def abort(self, task_id: str) -> TaskRecord | None:
+        record = self.tasks.task(task_id)
+        if record is None or record.status in SETTLED:
+            return record
+        if task_id in self._queue:
+            self._queue.remove(task_id)
+            return self._settle(record, "aborted", error="aborted before it started")
+        driver = self._drivers.get(task_id)
+        if driver is not None and not driver.done():
+            self._engine(record).stop(record.child_thread)
+            with contextlib.suppress(Exception, asyncio.CancelledError):
+                await asyncio.wait_for(asyncio.shield(driver), 30)
+            record = self.tasks.task(task_id) or record
+            if record.status not in SETTLED:
+                record = self._settle(record, "aborted", error="aborted")
+            return record
+        if record.status == "awaiting_decision":
+            # Its run waits for answers that will not come: end it, so its questions leave the inbox.
+            from workbench.decisions import abandon, thread_questions
+
+            engine = self._engine(record)
+            questions, _ = thread_questions(self.tasks_store_threads(), record.child_thread)
+            with contextlib.suppress(Exception):
+                await abandon(engine, record.child_thread, questions,
+                              lambda d: engine.resume(record.child_thread, d), "The task was aborted.")
+        return self._settle(self.tasks.task(task_id) or record, "aborted", error="aborted")
+
+    def resume(self, task_id: str, decisions: Mapping[str, Any]) -> None:
+        record = self.tasks.task(task_id)
+        if record is None or record.status != "awaiting_decision":
+            raise ValueError(f"task {task_id} is not waiting for a decision")
+        engine = self._engine(record)
+        self.tasks.update_task(task_id, status="pending")  # now, so a wait started next sees it running
+        self._spawn(record.id, lambda: engine.resume(record.child_thread, decisions))
+
+    def continue_task(self, task_id: str, instructions: str) -> None:
+        record = self.tasks.task(task_id)
+        if record is None or record.status not in SETTLED:
+            raise ValueError(f"task {task_id} has not settled")
+        engine = self._engine(record)
+        record = self.tasks.update_task(task_id, status="queued", settled=None, outcome="", error=None,
+                                        started=None) or record
+        self._publish(record, "task_progress", self._progress_data(record))
+        self._queue.append(task_id)
+        self._continue_with[task_id] = lambda: engine.run(record.child_thread, instructions)
+        self._pump()
+
+    async def wait(self, task_ids: Sequence[str], timeout: float) -> bool:
+        deadline = time.monotonic() + max(0.0, timeout)
+        cut = self._cut
+        while True:
+            if all(self.status(t) in SETTLED or self.status(t) in ("awaiting_decision", "unknown") for t in task_ids):
+                return True
+            left = deadline - time.monotonic()
+            if left <= 0 or self._cut != cut:
+                return False
+            changed = self._event()
+            changed.clear()
+            with contextlib.suppress(asyncio.TimeoutError):
+                await asyncio.wait_for(changed.wait(), min(left, 1.0))
+
+    def cut_waits(self) -> None:
+        self._cut += 1
+        self._notify()
+
+    async def close(self) -> None:
+        self._closed = True  # before cancelling: _drive leaves the tasks to be recovered
+        self._queue.clear()
+        drivers = [d for d in self._drivers.values() if not d.done()]
+        for d in drivers:
+            d.cancel()
+        for d in drivers:
+            with contextlib.suppress(BaseException):
+                await d
+
+    # -- recovery (D5: a restarted app picks tasks up) -------------------------------------------------------
+    def recover(self, parent_threads: Sequence[str] | None = None) -> list[str]:
+        """Drive again the background tasks of these parent threads (all when None) that a previous
+        process left ``queued`` or ``pending`` and that no live process runs now. Returns their ids."""
+        store = self.tasks_store_threads()
+        picked = []
+        for record in self.tasks.tasks(None):
+            if parent_threads is not None and record.parent_thread not in parent_threads:
+                continue
+            if not record.background or record.status not in ("queued", "pending"):
+                continue
+            if record.id in self._drivers or record.id in self._queue:
+                continue
+            if store.holder(record.child_thread) is not None:  # alive in another process (R7)
+                continue
+            picked.append(record.id)
+            start = self._start_for(record, self._engine(record))
+            if isinstance(start, RunResult):
+                continue
+            self._recovering[record.id] = start
+            self._queue.append(record.id)
+        self._pump()
+        return picked
+
+    # -- driving ------------------------------------------------------------------------------------------
+    def tasks_store_threads(self) -> Any:
+        """The thread store under the task store (runs, checkpoints, claims of the child threads)."""
+        return getattr(self.tasks, "store")
+
+    def _pump(self) -> None:
+        """Start queued background tasks while slots are free."""
+        while self._queue and self._running < self.max_concurrent and not self._closed:
+            task_id = self._queue.pop(0)
+            record = self.tasks.task(task_id)
+            if record is None or record.status in SETTLED:
+                continue
+            engine = self._engine(record)
+            start = (self._continue_with.pop(task_id, None) or self._recovering.pop(task_id, None)
+                     or self._starter(engine, record))
+            self._spawn(task_id, start, slot=True)
+
+    def _spawn(self, task_id: str, start: Callable[[], Awaitable[RunResult]], *, slot: bool = False) -> None:
+        if slot:
+            self._running += 1
+
+        async def drive() -> None:
+            try:
+                await self._drive(task_id, start)
+            except asyncio.CancelledError:
+                pass  # closing: the task stays as stored (recovered by the next process)
+            except Exception:  # never lost silently: _drive stores every outcome it can
+                log.exception("background task %s failed", task_id)
+            finally:
+                if slot:
+                    self._running -= 1
+                self._drivers.pop(task_id, None)
+                self._pump()
+
+        self._drivers[task_id] = asyncio.ensure_future(drive())
+
+    def _starter(self, engine: Engine, record: TaskRecord) -> Callable[[], Awaitable[RunResult]]:
+        return lambda: engine.run(record.child_thread, record.prompt or record.description)
+
+    async def _drive(self, task_id: str, start: Callable[[], Awaitable[RunResult]]) -> RunResult:
+        record = self.tasks.task(task_id)
+        assert record is not None, task_id
+        engine = self._engine(record)
+        now = time.time()
+        record = self.tasks.update_task(task_id, status="pending", started=record.started or now) or record
+        self._publish(record, "task_progress", self._progress_data(record))
+        self._notify()
+        limit = self.timeout_seconds - (now - (record.started or now))
+        run = asyncio.ensure_future(start())
+        expired = False
+        try:
+            done, _ = await asyncio.wait({run}, timeout=max(0.0, limit))
+            if not done:  # D7: the wall-clock limit
+                expired = True
+                engine.stop(record.child_thread)
+            result = await run
+        except asyncio.CancelledError:
+            if self._closed:
+                # The app closes: the run is cut where it is, as a crash would cut it; the task stays
+                # as stored and the next process recovers its step (D5).
+                run.cancel()
+                with contextlib.suppress(BaseException):
+                    await run
+                raise
+            # The parent was stopped (a foreground task is one of its tool calls): stop the sub-agent
+            # too, and store how it ended.
+            if not run.done():
+                engine.stop(record.child_thread)
+                with contextlib.suppress(BaseException):
+                    await asyncio.wait_for(asyncio.shield(run), 10)
+            if run.done() and not run.cancelled() and run.exception() is None:
+                self._record_result(self.tasks.task(task_id) or record, run.result())
+            raise
+        except Exception as e:  # a task's failure is its own (D9): stored, siblings go on
+            result = RunResult("failed", "", Usage(), error=f"{type(e).__name__}: {e}", thread_id=record.child_thread)
+        self._record_result(self.tasks.task(task_id) or record, result, expired=expired)
+        return result
+
+    def _record_result(self, record: TaskRecord, result: RunResult, *, expired: bool = False) -> TaskRecord:
+        if result.status == "interrupted":
+            record = self.tasks.update_task(record.id, status="awaiting_decision",
+                                            usage=self._usage(record)) or record
+            self._publish(record, "task_progress", self._progress_data(record))
+            self._notify()
+            return record
+        status = {"done": "completed", "failed": "failed"}.get(result.status, "aborted")
+        if expired:
+            status = "expired"
+        error = result.error
+        if expired:
+            error = f"expired after {self.timeout_seconds:g} s (subagents.timeout_seconds)"
+        return self._settle(record, status, outcome=result.answer or "", error=error)
+
+    def _settle(self, record: TaskRecord, status: str, *, outcome: str = "", error: str | None = None) -> TaskRecord:
+        usage = self._usage(record)
+        record = self.tasks.update_task(record.id, status=status, settled=time.time(), outcome=outcome,
+                                        error=error, usage=usage) or record
+        self._publish(record, "task_settled", {"task_id": record.id, "agent": record.agent, "status": status,
+                                               "usage": usage.to_dict()})
+        self._publish(record, "task_progress", self._progress_data(record))
+        self._notify()
+        return record
+
+    def _usage(self, record: TaskRecord) -> Usage:
+        return self.tasks_store_threads().thread_usage(record.child_thread)
+
+    # -- progress ----------------------------------------------------------------------------------------
+    def _engine(self, record: TaskRecord) -> Engine:
+        engine = self._engine_for(record)
+        self._by_thread[record.child_thread] = record.id
+        if id(engine) not in self._watched:
+            self._watched.add(id(engine))
+            engine.subscribe(self._on_child_event)
+        return engine
+
+    def _on_child_event(self, event: Event) -> None:
+        task_id = self._by_thread.get(event.thread_id)
+        if task_id is None:
+            return
+        progress = self._progress.setdefault(task_id, {"last_tool": "", "usage": Usage()})
+        if event.type == "tool_call_started":
+            progress["last_tool"] = str(event.data.get("name", ""))
+        elif event.type == "model_call_finished":
+            progress["usage"] = progress["usage"] + Usage.from_dict(event.data.get("usage"))
+        else:
+            return
+        record = self.tasks.task(task_id)
+        if record is not None:
+            if event.type == "tool_call_started":
+                record = self.tasks.update_task(task_id, last_tool=progress["last_tool"]) or record
+            self._publish(record, "task_progress", self._progress_data(record))
+
+    def _progress_data(self, record: TaskRecord) -> dict[str, Any]:
+        live = self._progress.get(record.id) or {}
+        usage = record.usage if record.status in SETTLED else (live.get("usage") or record.usage)
+        return {"task_id": record.id, "agent": record.agent, "status": record.status,
+                "description": record.description, "last_tool": live.get("last_tool") or record.last_tool,
+                "tokens": usage.total_tokens, "cost_usd": usage.cost_usd,
+                "elapsed": round(record.elapsed(), 1), "child_thread": record.child_thread}
+
+    def _event(self) -> asyncio.Event:
+        if self._changed is None:
+            self._changed = asyncio.Event()
+        return self._changed
+
+    def _notify(self) -> None:
+        self._event().set()
+
+
+__all__ = ["LocalTaskRunner", "Publish", "TaskRunner"]
