@@ -26,8 +26,9 @@ async def open_at_agents_approval(base: Path, size: tuple[int, int], *, panels: 
     from tests.ui.helpers import button, find_dialog, visible_dialog, wait_for
     from workbench.app import ensure_demo_workspace, plug_panels
     from workbench.config import UserSettings
-    from workbench.ui.main_window import MainWindow, apply_app_style
+    from workbench.ui.main_window import MainWindow
     from workbench.ui.qt_async import application
+    from workbench.ui.style import apply_app_style
 
     app = application()
     app.setQuitOnLastWindowClosed(False)

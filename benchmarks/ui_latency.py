@@ -119,7 +119,7 @@ async def measure(url: str, workspace: Path, steps: int, pending: int = 0) -> di
     # model's worker thread, the token encoding loaded.
     model = session.engine.agent.model
     await asyncio.wrap_future(model.warm_up())
-    from workbench.ui.main_window import _warm_tokens
+    from workbench.ui.warm_up import _warm_tokens
 
     await asyncio.get_running_loop().run_in_executor(None, _warm_tokens)
 

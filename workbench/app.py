@@ -185,7 +185,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     app.setOrganizationName("workbench")
     app.setDesktopFileName("io.github.agent_workbench")
     app.setQuitOnLastWindowClosed(False)  # the loop ends when the window's session is closed
-    from workbench.ui.main_window import apply_app_style
+    from workbench.ui.style import apply_app_style
 
     apply_app_style(app)
     return qt_async.run(_amain(app, args))
@@ -228,7 +228,7 @@ async def _amain(app: Any, args: argparse.Namespace) -> int:
         window.close()
     await closed.wait()
     await window.wait_closed()
-    from workbench.ui.main_window import wait_warm_up
+    from workbench.ui.warm_up import wait_warm_up
 
     wait_warm_up(5.0)
     return 0

@@ -266,7 +266,7 @@ async def test_g14_every_control_of_the_window_and_its_docks_has_a_name(windows:
 
 async def test_g14_transcript_statuses_carry_text_not_colour_alone(windows: Any, demo_workspace: Path,
                                                                     qtbot: Any) -> None:
-    from workbench.ui.transcript import NoticeBlock, ToolCallRow
+    from workbench.ui.transcript_blocks import NoticeBlock, ToolCallRow
 
     window = await windows(demo_workspace)
     row = ToolCallRow("c1", "write_file", {"path": "/project/x"}, status="error")

@@ -9,7 +9,8 @@ from typing import Any
 from tests.stub_server import StubReply, StubServer
 from tests.ui.helpers import button, click, find_dialog, visible_dialog, wait_for
 from workbench.engine.middleware import Question
-from workbench.ui.approval_dialog import ask_approvals, ask_budget_hold, ask_decisions, proposed_text
+from workbench.ui.decision_dialogs import ask_approvals, ask_budget_hold, ask_decisions
+from workbench.ui.proposed_diff import proposed_text
 
 
 def _q(n: int, tool: str = "write_file", **args: Any) -> Question:
@@ -126,9 +127,9 @@ async def test_simple_budget_hold_continue_or_stop(qtbot: Any) -> None:
 
 
 async def test_budget_holds_go_to_the_budget_dialog_after_the_approvals(qtbot: Any, monkeypatch: Any) -> None:
-    from workbench.ui import approval_dialog
+    from workbench.ui import decision_dialogs
 
-    monkeypatch.setattr(approval_dialog, "_budget_module", lambda: None)  # the simple dialog
+    monkeypatch.setattr(decision_dialogs, "_budget_module", lambda: None)  # the simple dialog
     hold = Question("budget-1", "budget_hold", {"field": "total_tokens", "spent": 210, "limit": 200})
     task = asyncio.ensure_future(ask_decisions(None, [_q(1), hold]))
     dialog = await find_dialog("approval_dialog")
@@ -192,10 +193,10 @@ async def test_always_for_the_project_is_saved_in_workbench_yaml(windows: Any, s
 
 async def test_a_budget_hold_is_decided_in_the_window(windows: Any, stub_workspace: Path,
                                                       stub_server: StubServer, qtbot: Any) -> None:
-    from workbench.ui import approval_dialog
+    from workbench.ui import decision_dialogs
 
     # The full dialog must load: a broken budget_dialog fails this test rather than skipping it.
-    assert approval_dialog._budget_module() is not None, "workbench.ui.budget_dialog did not import"
+    assert decision_dialogs._budget_module() is not None, "workbench.ui.budget_dialog did not import"
     with (stub_workspace / "workbench.yaml").open("a") as f:
         f.write("budget:\n  - {scope: run, limit: {total_tokens: 100}, interrupt: true}\n"
                 "permissions:\n  rules:\n    - {allow: read, path: '/**'}\n")

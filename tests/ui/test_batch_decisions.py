@@ -18,7 +18,7 @@ from tests.stub_server import StubReply, StubServer
 from tests.ui.helpers import button, click, find_dialog, visible_dialog, wait_for
 from tests.ui.pending import open_window, global_rect, leave_pending, warmed
 from workbench.engine.middleware import Question
-from workbench.ui.approval_dialog import ask_approvals
+from workbench.ui.decision_dialogs import ask_approvals
 
 
 def _q(n: int) -> Question:

@@ -15,8 +15,8 @@ from PySide6.QtWidgets import QPushButton
 
 from tests.ui.helpers import button, click, find_dialog, visible_dialog
 from workbench.engine.middleware import Question
-from workbench.ui import approval_dialog
-from workbench.ui.approval_dialog import ask_approvals
+from workbench.ui import decision_dialogs
+from workbench.ui.decision_dialogs import ask_approvals
 
 ENTER_KEYS = (Qt.Key.Key_Return, Qt.Key.Key_Enter)
 
@@ -87,8 +87,8 @@ async def test_g7_enter_on_a_fresh_approval_dialog_approves_nothing(qtbot: Any) 
 async def test_g7_enter_in_the_simple_budget_dialog_stops_with_the_reason(qtbot: Any, monkeypatch: Any) -> None:
     """The stand-in budget dialog (used when budget_dialog can't load, and for unknown question kinds):
     its Continue was autoDefault, so Enter in "Reason if you stop" continued."""
-    monkeypatch.setattr(approval_dialog, "_budget_module", lambda: None)
-    task = asyncio.ensure_future(approval_dialog.ask_budget_holds(None, [_hold()]))
+    monkeypatch.setattr(decision_dialogs, "_budget_module", lambda: None)
+    task = asyncio.ensure_future(decision_dialogs.ask_budget_holds(None, [_hold()]))
     dialog = await find_dialog("budget_hold_dialog")
     assert _defaults(dialog) == []
     qtbot.keyClick(dialog, Qt.Key.Key_Return)
@@ -102,7 +102,7 @@ async def test_g7_enter_in_the_simple_budget_dialog_stops_with_the_reason(qtbot:
 
 async def test_g7_enter_in_the_generic_question_dialog_never_approves(qtbot: Any) -> None:
     question = Question("q1", "something_new", {"what": "x"})
-    task = asyncio.ensure_future(approval_dialog.ask_decisions(None, [question]))
+    task = asyncio.ensure_future(decision_dialogs.ask_decisions(None, [question]))
     dialog = await find_dialog("budget_hold_dialog")
     qtbot.keyClick(dialog, Qt.Key.Key_Return)
     await _settle()

@@ -18,13 +18,8 @@ from workbench.engine.events import Event
 from workbench.engine.models.scripted import ScriptedModel, reply, tool_reply
 from workbench.session import Session
 from workbench.ui import qt_async
-from workbench.ui.instructions_panel import (
-    FATE,
-    TOKENS,
-    DocumentsModel,
-    InstructionsPanel,
-    unified_diff,
-)
+from workbench.ui.instructions_model import FATE, TOKENS, DocumentsModel
+from workbench.ui.instructions_panel import InstructionsPanel, unified_diff
 from workbench.ui.markdown_highlighter import MarkdownHighlighter
 
 PROJECT = "/project/AGENTS.md"
@@ -44,7 +39,7 @@ def make_workspace(tmp_path: Path, extra_yaml: str = "") -> Path:
 @pytest.fixture
 def panel(qtbot: Any) -> InstructionsPanel:
     p = InstructionsPanel(start=qt_async.start)
-    p.disk_timer.setInterval(60_000)  # tests call check_disk() themselves unless they say otherwise
+    p.editor.disk_timer.setInterval(60_000)  # tests call check_disk() themselves unless they say otherwise
     qtbot.addWidget(p)
     return p
 
@@ -52,7 +47,7 @@ def panel(qtbot: Any) -> InstructionsPanel:
 async def opened(panel: InstructionsPanel, session: Session) -> None:
     panel.set_session(session)
     await panel.tasks.wait_idle()
-    assert panel.open_path == PROJECT
+    assert panel.editor.open_path == PROJECT
 
 
 async def test_files_in_order_before_any_run_then_with_their_fate(tmp_path: Path, panel: InstructionsPanel) -> None:
@@ -65,7 +60,7 @@ async def test_files_in_order_before_any_run_then_with_their_fate(tmp_path: Path
         assert m.data(m.index(1, FATE), Qt.ItemDataRole.DisplayRole) == "not read yet"
         assert m.data(m.index(1, TOKENS), Qt.ItemDataRole.DisplayRole).endswith(" / 4,000")
         assert "Not read by a run yet" in panel.section_label.text()
-        assert panel.editor.toPlainText() == ORIGINAL  # the project's file opens by default
+        assert panel.editor.text_edit.toPlainText() == ORIGINAL  # the project's file opens by default
 
         unsubscribe = session.subscribe(panel.handle_event, replay=False)
         await session.run("hi")
@@ -94,19 +89,19 @@ async def test_edit_save_and_the_next_run_sees_the_new_text(tmp_path: Path, pane
         await session.run("before")
         assert "Old rule" in model.requests[-1].system
         await opened(panel, session)
-        assert isinstance(panel.highlighter, MarkdownHighlighter)
-        assert panel.editor.font().fixedPitch() or panel.editor.property("role") == "code"
-        assert not panel.save_button.isEnabled() and not panel.dirty
-        panel.editor.moveCursor(QTextCursor.MoveOperation.End)
-        qtbot.keyClicks(panel.editor, "New rule: keep answers short.")
-        qtbot.keyClick(panel.editor, Qt.Key.Key_Return)
-        assert panel.dirty and panel.save_button.isEnabled() and panel.revert_button.isEnabled()
-        click(qtbot, panel.save_button)
+        assert isinstance(panel.editor.highlighter, MarkdownHighlighter)
+        assert panel.editor.text_edit.font().fixedPitch() or panel.editor.text_edit.property("role") == "code"
+        assert not panel.editor.save_button.isEnabled() and not panel.editor.dirty
+        panel.editor.text_edit.moveCursor(QTextCursor.MoveOperation.End)
+        qtbot.keyClicks(panel.editor.text_edit, "New rule: keep answers short.")
+        qtbot.keyClick(panel.editor.text_edit, Qt.Key.Key_Return)
+        assert panel.editor.dirty and panel.editor.save_button.isEnabled() and panel.editor.revert_button.isEnabled()
+        click(qtbot, panel.editor.save_button)
         await panel.tasks.wait_idle()
         expected = ORIGINAL + "New rule: keep answers short.\n"
         assert (ws / "AGENTS.md").read_text() == expected
-        assert not panel.dirty and not panel.save_button.isEnabled()
-        assert "Saved /project/AGENTS.md" in panel.message_label.text()
+        assert not panel.editor.dirty and not panel.editor.save_button.isEnabled()
+        assert "Saved /project/AGENTS.md" in panel.editor.message_label.text()
 
         await session.run("after")
         system = model.requests[-1].system
@@ -120,10 +115,10 @@ async def test_revert_drops_the_edits(tmp_path: Path, panel: InstructionsPanel, 
     session = await Session.open(make_workspace(tmp_path), model=ScriptedModel([]))
     try:
         await opened(panel, session)
-        panel.editor.setPlainText("scribbles")
-        click(qtbot, panel.revert_button)
+        panel.editor.text_edit.setPlainText("scribbles")
+        click(qtbot, panel.editor.revert_button)
         await panel.tasks.wait_idle()
-        assert panel.editor.toPlainText() == ORIGINAL and not panel.dirty
+        assert panel.editor.text_edit.toPlainText() == ORIGINAL and not panel.editor.dirty
     finally:
         await session.close()
 
@@ -134,19 +129,21 @@ async def test_a_denied_path_cannot_be_saved_and_says_why(tmp_path: Path, panel:
     session = await Session.open(ws, model=ScriptedModel([]))
     try:
         await opened(panel, session)
-        assert panel.can_save[0] is False and "Denied" in panel.can_save[1]
-        assert not panel.save_button.isEnabled()
-        assert "deny write /project/AGENTS.md" in panel.save_button.toolTip()
-        assert not panel.verdict_label.isHidden() and "You cannot save this file" in panel.verdict_label.text()
-        assert "deny write /project/AGENTS.md" in panel.verdict_label.text()
-        assert panel.editor.isReadOnly()
+        assert panel.editor.can_save[0] is False and "Denied" in panel.editor.can_save[1]
+        assert not panel.editor.save_button.isEnabled()
+        assert "deny write /project/AGENTS.md" in panel.editor.save_button.toolTip()
+        assert not panel.editor.verdict_label.isHidden()
+        assert "You cannot save this file" in panel.editor.verdict_label.text()
+        assert "deny write /project/AGENTS.md" in panel.editor.verdict_label.text()
+        assert panel.editor.text_edit.isReadOnly()
 
         # Even if a save is attempted (a stale button, a script), the session refuses it: nothing is written.
-        panel.editor.setPlainText("Sneaky rewrite.\n")
-        assert await panel.save() is False
+        panel.editor.text_edit.setPlainText("Sneaky rewrite.\n")
+        assert await panel.editor.save() is False
         assert (ws / "AGENTS.md").read_text() == ORIGINAL
-        assert "Not saved" in panel.message_label.text() and "deny write /project/AGENTS.md" in panel.message_label.text()
-        assert panel.message_label.property("status") == "error"
+        assert "Not saved" in panel.editor.message_label.text()
+        assert "deny write /project/AGENTS.md" in panel.editor.message_label.text()
+        assert panel.editor.message_label.property("status") == "error"
     finally:
         await session.close()
 
@@ -161,14 +158,15 @@ async def test_a_read_only_mount_cannot_be_saved(tmp_path: Path, panel: Instruct
     try:
         panel.set_session(session)
         await panel.tasks.wait_idle()
-        assert panel.open_path == "/docs/AGENTS.md"  # the last configured file that exists
-        assert not panel.save_button.isEnabled() and "read-only" in panel.verdict_label.text()
-        assert await panel.save() is False
+        assert panel.editor.open_path == "/docs/AGENTS.md"  # the last configured file that exists
+        assert not panel.editor.save_button.isEnabled() and "read-only" in panel.editor.verdict_label.text()
+        assert await panel.editor.save() is False
         assert (docs / "AGENTS.md").read_text() == "# Shared docs rules\n"
         # Choosing the project's file in the list opens it, savable.
         panel.view.setCurrentIndex(panel.model.index(panel.model.row_of(PROJECT), 0))
         await panel.tasks.wait_idle()
-        assert panel.open_path == PROJECT and panel.can_save == (True, "") and panel.verdict_label.isHidden()
+        assert panel.editor.open_path == PROJECT and panel.editor.can_save == (True, "")
+        assert panel.editor.verdict_label.isHidden()
     finally:
         await session.close()
 
@@ -178,13 +176,13 @@ async def test_token_warning_past_max_file_tokens(tmp_path: Path, panel: Instruc
     session = await Session.open(ws, model=ScriptedModel([]))
     try:
         await opened(panel, session)
-        assert not panel.token_warning and panel.token_label.text().endswith(" / 40 tokens")
-        qtbot.keyClicks(panel.editor, "many more words to push this file past its limit " * 4)
-        assert not panel.token_warning  # debounced: not on every keystroke
-        await wait_for(lambda: panel.token_warning, 5.0, "the token warning")
-        assert "over max_file_tokens (40)" in panel.token_label.text()
-        panel.editor.setPlainText("short")
-        await wait_for(lambda: not panel.token_warning, 5.0, "the warning to clear")
+        assert not panel.editor.token_warning and panel.editor.token_label.text().endswith(" / 40 tokens")
+        qtbot.keyClicks(panel.editor.text_edit, "many more words to push this file past its limit " * 4)
+        assert not panel.editor.token_warning  # debounced: not on every keystroke
+        await wait_for(lambda: panel.editor.token_warning, 5.0, "the token warning")
+        assert "over max_file_tokens (40)" in panel.editor.token_label.text()
+        panel.editor.text_edit.setPlainText("short")
+        await wait_for(lambda: not panel.editor.token_warning, 5.0, "the warning to clear")
     finally:
         await session.close()
 
@@ -194,27 +192,29 @@ async def test_a_change_on_disk_while_editing_shows_the_conflict_bar(tmp_path: P
     session = await Session.open(ws, model=ScriptedModel([]))
     try:
         await opened(panel, session)
-        assert await panel.check_disk() == "unchanged"
+        assert await panel.editor.check_disk() == "unchanged"
         # Not edited: a change on disk reloads silently.
         (ws / "AGENTS.md").write_text("# Changed outside\n", encoding="utf-8")
-        assert await panel.check_disk() == "reloaded"
-        assert panel.editor.toPlainText() == "# Changed outside\n" and panel.conflict_bar.isHidden()
+        assert await panel.editor.check_disk() == "reloaded"
+        assert panel.editor.text_edit.toPlainText() == "# Changed outside\n" and panel.editor.conflict_bar.isHidden()
 
         # Edited: the bar asks; Keep mine keeps the edits (and Save would replace the file).
-        panel.editor.setPlainText("# Mine\n")
+        panel.editor.text_edit.setPlainText("# Mine\n")
         (ws / "AGENTS.md").write_text("# Theirs\n", encoding="utf-8")
-        assert await panel.check_disk() == "conflict"
-        assert not panel.conflict_bar.isHidden()
-        assert panel.conflict_label.text().startswith("AGENTS.md changed on disk")
-        assert await panel.check_disk() == "unchanged"  # asked once per change
-        panel.conflict_keep.click()
-        assert panel.conflict_bar.isHidden() and panel.editor.toPlainText() == "# Mine\n" and panel.dirty
+        assert await panel.editor.check_disk() == "conflict"
+        assert not panel.editor.conflict_bar.isHidden()
+        assert panel.editor.conflict_label.text().startswith("AGENTS.md changed on disk")
+        assert await panel.editor.check_disk() == "unchanged"  # asked once per change
+        panel.editor.conflict_keep.click()
+        assert panel.editor.conflict_bar.isHidden()
+        assert panel.editor.text_edit.toPlainText() == "# Mine\n" and panel.editor.dirty
 
         # Edited again and changed again: Reload takes the disk's version.
         (ws / "AGENTS.md").write_text("# Theirs, again\n", encoding="utf-8")
-        assert await panel.check_disk() == "conflict"
-        panel.conflict_reload.click()
-        assert panel.editor.toPlainText() == "# Theirs, again\n" and not panel.dirty and panel.conflict_bar.isHidden()
+        assert await panel.editor.check_disk() == "conflict"
+        panel.editor.conflict_reload.click()
+        assert panel.editor.text_edit.toPlainText() == "# Theirs, again\n" and not panel.editor.dirty
+        assert panel.editor.conflict_bar.isHidden()
     finally:
         await session.close()
 
@@ -224,14 +224,14 @@ async def test_the_timer_notices_a_change_on_disk(tmp_path: Path, panel: Instruc
     session = await Session.open(ws, model=ScriptedModel([]))
     try:
         await opened(panel, session)
-        assert panel.disk_timer.isActive()
+        assert panel.editor.disk_timer.isActive()
         panel.show()  # a hidden panel (its dock closed) does not read the disk
         await panel.tasks.wait_idle()
-        panel.disk_timer.setInterval(30)
-        panel.editor.setPlainText("# Mine\n")
+        panel.editor.disk_timer.setInterval(30)
+        panel.editor.text_edit.setPlainText("# Mine\n")
         (ws / "AGENTS.md").write_text("# Theirs\n", encoding="utf-8")
-        await wait_for(lambda: not panel.conflict_bar.isHidden(), 5.0, "the conflict bar")
-        panel.disk_timer.stop()
+        await wait_for(lambda: not panel.editor.conflict_bar.isHidden(), 5.0, "the conflict bar")
+        panel.editor.disk_timer.stop()
         await panel.tasks.wait_idle()
     finally:
         await session.close()
@@ -261,7 +261,7 @@ async def test_the_agents_edit_shows_as_a_diff(tmp_path: Path, panel: Instructio
         assert not panel.diff_view.isHidden() and panel.diff_view.toPlainText() == diff
         assert panel.agent_label.text().startswith(PROJECT)
         # The editor was not edited: it follows the agent's change silently.
-        assert "New rule" in panel.editor.toPlainText() and not panel.dirty
+        assert "New rule" in panel.editor.text_edit.toPlainText() and not panel.editor.dirty
     finally:
         await session.close()
 
@@ -270,7 +270,7 @@ async def test_rebuilt_rows_never_switch_the_open_file(tmp_path: Path, panel: In
     session = await Session.open(make_workspace(tmp_path), model=ScriptedModel([]))
     try:
         await opened(panel, session)
-        panel.editor.setPlainText("# Mine\n")
+        panel.editor.text_edit.setPlainText("# Mine\n")
         # A report naming a file the config does not list rebuilds the rows.
         panel.handle_event(Event("documents_reported", session.thread_id, "r", 1, {"source": "instructions", "documents": [
             {"path": "/elsewhere/AGENTS.md", "fate": "shown", "tokens": 3, "shown_tokens": 3, "reason": ""}]}))
@@ -278,9 +278,9 @@ async def test_rebuilt_rows_never_switch_the_open_file(tmp_path: Path, panel: In
         panel.view.setFocus()
         await asyncio.sleep(0.05)
         await panel.tasks.wait_idle()
-        assert panel.open_path == PROJECT and panel.editor.toPlainText() == "# Mine\n"
+        assert panel.editor.open_path == PROJECT and panel.editor.text_edit.toPlainText() == "# Mine\n"
         assert panel.view.currentIndex().row() == panel.model.row_of(PROJECT)
-        assert panel.message_label.property("status") != "error"
+        assert panel.editor.message_label.property("status") != "error"
     finally:
         await session.close()
 
@@ -292,12 +292,13 @@ async def test_switching_threads_keeps_the_edits_and_takes_that_threads_fates(tm
         await session.run("hi")
         await opened(panel, session)
         assert [d.fate for d in panel.model.docs] == ["skipped", "shown"]
-        panel.editor.setPlainText("# Unsaved\n")
+        panel.editor.text_edit.setPlainText("# Unsaved\n")
         session.new_thread()
         panel.set_session(session)  # what the window does after a thread switch
         await panel.tasks.wait_idle()
         assert [d.fate for d in panel.model.docs] == ["", ""]  # this thread has had no run
-        assert panel.open_path == PROJECT and panel.editor.toPlainText() == "# Unsaved\n" and panel.dirty
+        assert panel.editor.open_path == PROJECT
+        assert panel.editor.text_edit.toPlainText() == "# Unsaved\n" and panel.editor.dirty
     finally:
         await session.close()
 
@@ -371,8 +372,8 @@ async def test_F3_a_huge_agents_md_is_never_loaded_whole_into_the_window(tmp_pat
         panel.set_session(session)
         await panel.tasks.wait_idle()
         assert asyncio.get_running_loop().time() - started < 5
-        assert panel.open_path is None and panel.editor.toPlainText() == ""
-        assert "too large to edit here" in panel.verdict_label.text()
+        assert panel.editor.open_path is None and panel.editor.text_edit.toPlainText() == ""
+        assert "too large to edit here" in panel.editor.verdict_label.text()
         doc = panel.model.doc(PROJECT)
         assert doc.disk_state == "error" and "too large" in doc.disk_reason
         assert (ws / "AGENTS.md").stat().st_size == 48 * (1024 * 1024 // 30) * 30  # untouched

@@ -26,7 +26,7 @@ Inline `code` here.
 
 
 def _block(qtbot: Any, text: str = ANSWER) -> Any:
-    from workbench.ui.transcript import MessageBlock
+    from workbench.ui.transcript_blocks import MessageBlock
 
     block = MessageBlock("assistant", text)
     qtbot.addWidget(block)

@@ -19,7 +19,7 @@ from PySide6.QtWidgets import QApplication
 from tests.stub_server import StubReply, StubServer
 from tests.ui.helpers import button, click, find_dialog, visible_dialog, wait_for
 from tests.ui.pending import open_window, decisions_panel, global_rect, leave_pending, warmed
-from workbench.ui.approval_dialog import beside_rect
+from workbench.ui.dialog_placement import beside_rect
 
 
 async def test_g12_approval_is_modeless_beside_the_transcript_which_scrolls_and_docks_work(

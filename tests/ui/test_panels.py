@@ -85,14 +85,14 @@ async def test_G2_when_the_panels_module_itself_fails_the_window_says_so(
 
 async def test_G3_a_budget_dialog_that_fails_to_import_is_shown_in_the_fallback_dialog_and_logged(
         qapp: Any, monkeypatch: pytest.MonkeyPatch, caplog: Any) -> None:
-    from workbench.ui import approval_dialog, qt_async
+    from workbench.ui import decision_dialogs, qt_async
 
     monkeypatch.setitem(sys.modules, "workbench.ui.budget_dialog", None)
     monkeypatch.delattr(workbench.ui, "budget_dialog", raising=False)
     caplog.set_level(logging.ERROR)
     question = Question(id="q1", kind="budget",
                         payload={"scope": "run", "fields": {"total_tokens": {"spent": 150, "limit": 100}}})
-    task = qt_async.start(approval_dialog.ask_budget_holds(None, [question]), name="budget")
+    task = qt_async.start(decision_dialogs.ask_budget_holds(None, [question]), name="budget")
     dialog = await find_dialog("budget_hold_dialog")
     note = dialog.findChild(QLabel, "budget_dialog_error")
     assert note is not None and note.isVisible()

@@ -14,7 +14,7 @@ from PySide6.QtWidgets import QWidget
 from tests.stub_server import StubReply, StubServer
 from tests.ui.helpers import button, click, find_dialog, visible_dialog, wait_for
 from workbench.engine.middleware import Question
-from workbench.ui.approval_dialog import ask_approvals
+from workbench.ui.decision_dialogs import ask_approvals
 
 COMMENTS = "# keep me: the person's own note\n"
 

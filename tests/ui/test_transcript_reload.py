@@ -15,7 +15,7 @@ from tests.ui.helpers import click, find_dialog, visible_dialog, wait_for
 
 def _kinds(window: Any) -> list[str]:
     """The transcript's blocks in order, as short labels (user:…, assistant:…, tool:…, notice kinds)."""
-    from workbench.ui.transcript import MessageBlock, NoticeBlock, ToolCallRow
+    from workbench.ui.transcript_blocks import MessageBlock, NoticeBlock, ToolCallRow
 
     out = []
     for w in window.transcript.blocks():

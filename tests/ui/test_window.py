@@ -296,6 +296,8 @@ async def test_open_workspace_from_the_file_menu(windows: Any, demo_workspace: P
                                                  qtbot: Any) -> None:
     from PySide6.QtWidgets import QFileDialog
 
+    from workbench.ui.window_keys import fill_recent_menu
+
     other = tmp_path / "other"
     other.mkdir()
     (other / "workbench.yaml").write_text("model: demo\n")
@@ -312,7 +314,7 @@ async def test_open_workspace_from_the_file_menu(windows: Any, demo_workspace: P
     await wait_for(lambda: window.session is not None and window.session.workspace == other.resolve(),
                    what="the other workspace")
     assert window.windowTitle().startswith("other")
-    window._fill_recent_menu()
+    fill_recent_menu(window)
     assert [a.text() for a in window.recent_menu.actions()] == [str(other.resolve()), str(demo_workspace.resolve())]
     window.recent_menu.actions()[1].trigger()
     await wait_for(lambda: window.session is not None and window.session.workspace == demo_workspace.resolve(),

@@ -80,13 +80,13 @@ async def test_g9_a_bad_workbench_yaml_keeps_the_current_workspace_usable(
     # panels work on the open session: the Instructions editor saves AGENTS.md (typed, then Save clicked)
     panel = window.panels["Instructions"]
     await panel.tasks.wait_idle()
-    assert panel.open_path == "/project/AGENTS.md"
-    panel.editor.moveCursor(QTextCursor.MoveOperation.End)
-    qtbot.keyClicks(panel.editor, "Saved after a failed open.")
-    click(qtbot, panel.save_button)
+    assert panel.editor.open_path == "/project/AGENTS.md"
+    panel.editor.text_edit.moveCursor(QTextCursor.MoveOperation.End)
+    qtbot.keyClicks(panel.editor.text_edit, "Saved after a failed open.")
+    click(qtbot, panel.editor.save_button)
     await panel.tasks.wait_idle()
     assert (stub_workspace / "AGENTS.md").read_text() == "# Rules\nSaved after a failed open."
-    assert "Saved /project/AGENTS.md" in panel.message_label.text()
+    assert "Saved /project/AGENTS.md" in panel.editor.message_label.text()
     await window._settle_panels()
 
 

@@ -2,5 +2,5 @@
 
 ``qt_async`` owns qasync (loop, tasks started from slots, the error hook, dialogs awaited as futures);
 ``bridge`` turns engine events into Qt signals; ``main_window`` holds the threads list, the transcript,
-the input box and the docks other panels plug into; ``approval_dialog`` decides suspended runs.
+the input box and the docks other panels plug into; ``decision_dialogs`` asks what suspended runs wait for.
 """

@@ -1,32 +1,21 @@
-"""Tool approval (G3, P3) and the fallback budget-hold dialog.
+"""The tool approval dialog (G3, P3): decide one step's pending tool calls.
 
-Both are ``open()``ed and awaited as futures (``qt_async.ask_dialog``): the loop, the streaming and the
-rest of the window keep working while they are up. ``ask_decisions`` answers every pending question
-of a suspended run and returns them in the ``Session.resume`` format::
-
-    {question_id: {"decision": "approve" | "edit" | "reject" | "respond",
-                   "arguments": {...}, "message": "...", "always": "session" | "project" | "user"}}
-
-or None when the user closed a dialog without deciding (the run then stays suspended, and its
-questions come back when the thread is opened again), or ``STOP_RUN`` when the person chose "Stop this
-run" (the caller abandons the run: ``Session.abandon``).
-
-G12: the approval dialog is modeless and placed beside the transcript, so the transcript and the
-panels stay readable and scrollable while deciding. Q2: several calls of one step are one list with
-per-item approve / edit / reject and "Approve the rest"; the decisions already made (``decided``) are
-kept when the dialog is left part-way, and the next opening starts at the first undecided call.
+G12: the dialog is modeless and placed beside the transcript (``dialog_placement``), so the transcript
+and the panels stay readable and scrollable while deciding. Q2: several calls of one step are one list
+with per-item approve / edit / reject and "Approve the rest"; the decisions already made (``decided``)
+are kept when the dialog is left part-way, and the next opening starts at the first undecided call.
+A file tool's call shows what it would change as a diff (``proposed_diff``). The dialog is opened and
+awaited by ``decision_dialogs.ask_approvals``.
 """
 
 from __future__ import annotations
 
-import difflib
 import json
-import logging
 from collections.abc import Awaitable, Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
-from PySide6.QtCore import QEvent, QPoint, QRect, Qt, Signal, Slot
-from PySide6.QtGui import QColor, QFont, QGuiApplication, QSyntaxHighlighter, QTextCharFormat
+from PySide6.QtCore import QEvent, Qt, Signal, Slot
+from PySide6.QtGui import QFont
 from PySide6.QtWidgets import (
     QDialog,
     QHBoxLayout,
@@ -41,18 +30,17 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from workbench.ui.qt_async import ask_dialog, release_dialog, start
+from workbench.ui.proposed_diff import FILE_TOOLS, DiffHighlighter, proposed_text, unified_diff
+from workbench.ui.qt_async import start
+from workbench.ui.style import safe_is_dark
 
 if TYPE_CHECKING:
     from workbench.engine.middleware import Question
 
-log = logging.getLogger(__name__)
-
 ReadFile = Callable[[str], Awaitable[str]]
-OnDecided = Callable[[str, dict[str, Any]], None]
-FILE_TOOLS = ("write_file", "edit_file")
+"""Reads a file's text through the session's backend (the diff's "now" side)."""
 STOP_RUN = "stop-run"
-"""What ``ask_decisions`` returns when the person chose "Stop this run" (G12)."""
+"""What ``decision_dialogs.ask_decisions`` returns when the person chose "Stop this run" (G12)."""
 STOP_CODE = 2
 """The dialog's result code for "Stop this run"."""
 
@@ -61,78 +49,6 @@ def _mono() -> QFont:
     font = QFont("monospace")
     font.setStyleHint(QFont.StyleHint.TypeWriter)
     return font
-
-
-#: Diff colours per theme: (foreground, background) of added, removed and hunk-header lines.
-_DIFF_COLORS = {
-    False: {"+": ("#14532d", "#e6ffec"), "-": ("#7f1d1d", "#ffebe9"), "@": ("#1e40af", "#eef2ff")},
-    True: {"+": ("#8ddb8c", "#1b3a24"), "-": ("#f4a9a3", "#4a1f1f"), "@": ("#96c3ff", "#1f2a3d")},
-}
-
-
-def _dark() -> bool:
-    try:
-        from workbench.ui.style import is_dark
-
-        return bool(is_dark())
-    except Exception:  # noqa: BLE001 - styling must never break the dialog
-        return False
-
-
-class DiffHighlighter(QSyntaxHighlighter):
-    """Colours a unified diff: additions green, removals red, hunk headers blue (light or dark theme)."""
-
-    def __init__(self, document: Any, *, dark: bool | None = None) -> None:
-        super().__init__(document)
-        self._formats: dict[str, QTextCharFormat] = {}
-        self.dark: bool | None = None
-        self.set_dark(_dark() if dark is None else dark)
-
-    def set_dark(self, dark: bool) -> None:
-        if dark == self.dark:
-            return
-        self.dark = dark
-        self._formats = {}
-        for key, (fg, bg) in _DIFF_COLORS[dark].items():
-            f = QTextCharFormat()
-            f.setForeground(QColor(fg))
-            f.setBackground(QColor(bg))
-            self._formats[key] = f
-        self.rehighlight()
-
-    def highlightBlock(self, text: str) -> None:  # noqa: N802 - Qt override
-        if text.startswith(("+++", "---")):
-            return
-        fmt = self._formats.get(text[:1])
-        if fmt is not None:
-            self.setFormat(0, len(text), fmt)
-
-
-def unified_diff(path: str, old: str, new: str) -> str:
-    """A unified diff of a file's text before and after (empty when they are equal)."""
-    lines = difflib.unified_diff(
-        old.splitlines(keepends=True), new.splitlines(keepends=True),
-        fromfile=f"{path} (now)" if old else "(new file)", tofile=f"{path} (after)", n=3,
-    )
-    out = []
-    for line in lines:
-        out.append(line if line.endswith("\n") else line + "\n\\ No newline at end of file\n")
-    return "".join(out)
-
-
-def proposed_text(tool: str, arguments: dict[str, Any], old: str) -> str | None:
-    """The file's text after ``write_file``/``edit_file`` with these arguments (None: can't tell)."""
-    if tool == "write_file":
-        content = arguments.get("content")
-        return content if isinstance(content, str) else None
-    if tool == "edit_file":
-        a, b = arguments.get("old_string"), arguments.get("new_string")
-        if not isinstance(a, str) or not isinstance(b, str) or not a:
-            return None
-        if a not in old:
-            return None
-        return old.replace(a, b) if arguments.get("replace_all") else old.replace(a, b, 1)
-    return None
 
 
 class ApprovalDialog(QDialog):
@@ -282,7 +198,7 @@ class ApprovalDialog(QDialog):
     def changeEvent(self, event: QEvent) -> None:  # noqa: N802 - Qt override
         super().changeEvent(event)
         if event.type() in (QEvent.Type.StyleChange, QEvent.Type.PaletteChange):
-            self._highlighter.set_dark(_dark())
+            self._highlighter.set_dark(safe_is_dark())
 
     def _button(self, text: str, name: str, slot: Callable[[], Any]) -> QPushButton:
         b = QPushButton(text, self)
@@ -608,255 +524,8 @@ class ApprovalDialog(QDialog):
 _DECIDED_WORDS = {"approve": "approved", "edit": "edited", "reject": "rejected", "respond": "answered"}
 
 
-def beside_rect(transcript: QRect, window: QRect, screen: QRect, width: int, height: int) -> QRect:
-    """G12: where a modeless dialog of this size goes so the transcript stays in sight (global
-    coordinates): right of the window when the screen has room; else over the right-hand docks; else
-    left of the window; else right-aligned, covering the docks first and as little of the transcript as
-    it must. Its top is the transcript's; its height at most the transcript's (360 px at least)."""
-    height = max(360, min(height, transcript.height()))
-    left, right = min(screen.left(), window.left()), max(screen.right(), window.right())
-    if screen.right() - window.right() >= width:
-        x = window.right() + 1
-    elif transcript.right() + width <= right:
-        x = transcript.right() + 1
-    elif window.left() - screen.left() >= width:
-        x = window.left() - width
-    else:
-        x = max(left, right - width + 1)
-    return QRect(x, transcript.top(), width, height)
-
-
-def place_beside_transcript(dialog: QWidget, window: QWidget | None) -> None:
-    """G12: put a modeless dialog beside the window's transcript, not over it (``beside_rect``)."""
-    transcript = getattr(window, "transcript", None)
-    if window is None or not isinstance(transcript, QWidget) or not transcript.isVisible():
-        return
-    screen_obj = window.screen() or QGuiApplication.primaryScreen()
-    screen = screen_obj.availableGeometry() if screen_obj is not None else window.frameGeometry()
-    width = max(dialog.width(), dialog.minimumSizeHint().width())
-    rect = beside_rect(QRect(transcript.mapToGlobal(QPoint(0, 0)), transcript.size()), window.frameGeometry(),
-                       screen, width, dialog.height())
-    dialog.setGeometry(rect)
-
-
 def _html(text: str) -> str:
     return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
 
 
-class BudgetHoldDialog(QDialog):
-    """A budget hold (B3): spent vs limit, Continue or Stop with a reason."""
-
-    def __init__(self, question: Question, parent: QWidget | None = None, load_error: str | None = None) -> None:
-        super().__init__(parent)
-        self.setObjectName("budget_hold_dialog")
-        self.setWindowTitle("Budget reached")
-        self.setModal(True)
-        self.question = question
-        self.decision: dict[str, Any] | None = None
-        lay = QVBoxLayout(self)
-        title = QLabel("The run reached its budget. Continue with the full limit again, or stop?")
-        title.setWordWrap(True)
-        title.setStyleSheet("font-weight: 600;")
-        lay.addWidget(title)
-        if load_error:
-            note = QLabel(f"The full budget dialog (workbench.ui.budget_dialog) could not be loaded: {load_error}. "
-                          "This simple dialog decides instead; see the log for the traceback.", self)
-            note.setObjectName("budget_dialog_error")
-            note.setWordWrap(True)
-            note.setStyleSheet("color: #c0392b;")
-            lay.addWidget(note)
-        details = QLabel(self._describe(question.payload))
-        details.setObjectName("budget_details")
-        details.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
-        lay.addWidget(details)
-        row = QHBoxLayout()
-        row.addWidget(QLabel("Reason if you stop:"))
-        self.reason = QLineEdit(self)
-        self.reason.setObjectName("budget_reason")
-        row.addWidget(self.reason, 1)
-        lay.addLayout(row)
-        buttons = QHBoxLayout()
-        buttons.addStretch(1)
-        self.continue_button = QPushButton("Continue", self)
-        self.continue_button.setObjectName("budget_continue")
-        self.continue_button.clicked.connect(self._continue)
-        self.stop_button = QPushButton("Stop", self)
-        self.stop_button.setObjectName("budget_stop")
-        self.stop_button.clicked.connect(self._stop)
-        buttons.addWidget(self.continue_button)
-        buttons.addWidget(self.stop_button)
-        lay.addLayout(buttons)
-        for b in (self.continue_button, self.stop_button):
-            b.setAutoDefault(False)  # G7: Enter never continues (nor approves an unknown question)
-            b.setDefault(False)
-        self.reason.returnPressed.connect(self._stop)  # G7: Enter in the reason stops, with the reason
-
-    @staticmethod
-    def _describe(payload: dict[str, Any]) -> str:
-        lines = []
-        fields = payload.get("fields") or payload.get("limits") or payload.get("exceeded")
-        if isinstance(fields, list):
-            for f in fields:
-                if isinstance(f, dict):
-                    lines.append(f"{f.get('field', '?')}: {f.get('spent', '?')} of {f.get('limit', '?')}")
-        spent, limit = payload.get("spent"), payload.get("limit")
-        if isinstance(spent, dict) and isinstance(limit, dict):
-            for k, v in limit.items():
-                lines.append(f"{k}: {spent.get(k, '?')} of {v}")
-        elif "field" in payload:
-            lines.append(f"{payload.get('field')}: {spent} of {limit}")
-        if not lines:
-            lines = [f"{k}: {v}" for k, v in payload.items()]
-        return "\n".join(lines) or "(no details)"
-
-    @Slot()
-    def _continue(self) -> None:
-        self.decision = {"decision": "approve"}
-        self.accept()
-
-    @Slot()
-    def _stop(self) -> None:
-        reason = self.reason.text().strip()
-        self.decision = {"decision": "reject", "message": reason or "Stopped at the budget limit."}
-        self.accept()
-
-
-async def _await_dialog(dialog: QDialog, *, modal: bool = True) -> int:
-    try:
-        return await ask_dialog(dialog, modal=modal)
-    finally:
-        release_dialog(dialog)
-
-
-async def ask_approvals(parent: QWidget | None, questions: Sequence[Question],
-                        read: ReadFile | None = None, *, decided: dict[str, dict[str, Any]] | None = None,
-                        on_decided: OnDecided | None = None) -> dict[str, dict[str, Any]] | str | None:
-    """Open the (modeless, G12) approval dialog for these tool calls, starting at the first one not in
-    ``decided`` (Q2); ``on_decided(id, decision)`` hears each decision as it is made. Their decisions,
-    None if it was closed part-way, or ``STOP_RUN``."""
-    dialog = ApprovalDialog(questions, parent, decided=decided)
-    if on_decided is not None:
-        dialog.sig_call_decided.connect(lambda qid, d: _tell(on_decided, qid, d))
-    place_beside_transcript(dialog, parent)
-    loader = start(dialog.load_files(read), name="approval-diffs") if read is not None else None
-    try:
-        code = await _await_dialog(dialog, modal=False)
-    finally:
-        if loader is not None and not loader.done():
-            loader.cancel()
-    if code == STOP_CODE:
-        return STOP_RUN
-    if code != QDialog.DialogCode.Accepted:
-        return None
-    return dict(dialog.decisions)
-
-
-def _tell(on_decided: OnDecided, qid: str, decision: dict[str, Any]) -> None:
-    try:
-        on_decided(qid, dict(decision))
-    except Exception as e:  # noqa: BLE001 - the dialog's own record still decides; say why it was not kept
-        log.warning("the decision for %s was not recorded: %s", qid, e)
-
-
-_budget_error: str | None = None
-"""Why ``workbench.ui.budget_dialog`` did not load (shown in the simple dialog), else None."""
-
-
-def _budget_module() -> Any:
-    """``workbench.ui.budget_dialog`` (the full budget-hold dialog), else None — never silently: a module
-    that fails to import is logged with its traceback and named in the simple dialog that stands in."""
-    global _budget_error
-    try:
-        from workbench.ui import budget_dialog
-    except Exception as error:  # noqa: BLE001 - shown and logged, the simple dialog still decides
-        _budget_error = f"{type(error).__name__}: {error}"
-        log.error("The budget dialog (workbench.ui.budget_dialog) could not be loaded: %s; using the simple "
-                  "Continue/Stop dialog instead", _budget_error, exc_info=True)
-        return None
-    if not hasattr(budget_dialog, "ask_budget_holds"):
-        _budget_error = "it has no ask_budget_holds()"
-        log.error("The budget dialog (workbench.ui.budget_dialog) could not be used: %s", _budget_error)
-        return None
-    _budget_error = None
-    return budget_dialog
-
-
-async def ask_budget_holds(parent: QWidget | None, questions: Sequence[Question]) -> dict[str, dict[str, Any]] | None:
-    """One step's budget holds: ``workbench.ui.budget_dialog`` decides them when that module exists
-    (one dialog; closing it stops the run), else this module's simple Continue/Stop dialog, one each."""
-    if not questions:
-        return {}
-    module = _budget_module()
-    if module is not None:
-        return dict(await module.ask_budget_holds(list(questions), parent))
-    decisions: dict[str, dict[str, Any]] = {}
-    for q in questions:
-        d = await ask_budget_hold(parent, q)
-        if d is None:
-            return None
-        decisions[q.id] = d
-    return decisions
-
-
-async def ask_budget_hold(parent: QWidget | None, question: Question) -> dict[str, Any] | None:
-    """The simple budget-hold dialog: Continue → approve, Stop → reject with the reason; None if closed."""
-    dialog = BudgetHoldDialog(question, parent, load_error=_budget_error)
-    code = await _await_dialog(dialog)
-    return dialog.decision if code == QDialog.DialogCode.Accepted else None
-
-
-async def ask_decisions(parent: QWidget | None, questions: Sequence[Question],
-                        read: ReadFile | None = None, *, decided: dict[str, dict[str, Any]] | None = None,
-                        on_decided: OnDecided | None = None) -> dict[str, dict[str, Any]] | str | None:
-    """Every pending question's decision (tool approvals first, in order, then budget holds, then any
-    other kind), None when the user closed a dialog without deciding, or ``STOP_RUN``. ``decided``:
-    decisions made before (kept; only the others are asked, Q2); ``on_decided`` hears each new one."""
-    decisions: dict[str, dict[str, Any]] = dict(decided or {})
-    approvals = [q for q in questions if q.kind == "tool_approval"]
-    if approvals and any(q.id not in decisions for q in approvals):
-        got = await ask_approvals(parent, approvals, read, decided=decisions, on_decided=on_decided)
-        if got is None or isinstance(got, str):
-            return got
-        decisions.update(got)
-    holds = await ask_budget_holds(parent, [q for q in questions if q.kind == "budget_hold" and q.id not in decisions])
-    if holds is None:
-        return None
-    for qid, d in holds.items():
-        if on_decided is not None:
-            _tell(on_decided, qid, d)
-    decisions.update(holds)
-    for q in questions:
-        if q.kind in ("tool_approval", "budget_hold") or q.id in decisions:
-            continue
-        d = await _ask_generic(parent, q)
-        if d is None:
-            return None
-        decisions[q.id] = d
-        if on_decided is not None:
-            _tell(on_decided, q.id, d)
-    return decisions
-
-
-async def _ask_generic(parent: QWidget | None, question: Question) -> dict[str, Any] | None:
-    """A question of a kind this window does not know: show the payload, approve or reject."""
-    dialog = BudgetHoldDialog(question, parent)
-    dialog.setWindowTitle(f"Question: {question.kind}")
-    dialog.continue_button.setText("Approve")
-    dialog.stop_button.setText("Reject")
-    code = await _await_dialog(dialog)
-    return dialog.decision if code == QDialog.DialogCode.Accepted else None
-
-
-__all__ = [
-    "STOP_RUN",
-    "ApprovalDialog",
-    "BudgetHoldDialog",
-    "ask_approvals",
-    "ask_budget_hold",
-    "ask_budget_holds",
-    "ask_decisions",
-    "beside_rect",
-    "place_beside_transcript",
-    "proposed_text",
-    "unified_diff",
-]
+__all__ = ["STOP_CODE", "STOP_RUN", "ApprovalDialog", "ReadFile"]

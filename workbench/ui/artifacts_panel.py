@@ -59,6 +59,7 @@ from PySide6.QtWidgets import (
 from workbench.ui.budget_panel import is_news, last_seq
 from workbench.ui.code_highlighter import CodeHighlighter, language_for
 from workbench.ui.panel_tasks import PanelTasks, Start
+from workbench.ui.style import safe_is_dark
 from workbench.ui.table_model import RowsTableModel
 
 if TYPE_CHECKING:
@@ -303,7 +304,7 @@ class ArtifactsPanel(QWidget):
         self.text_view.setLineWrapMode(QPlainTextEdit.LineWrapMode.NoWrap)
         self.text_view.setFont(QFontDatabase.systemFont(QFontDatabase.SystemFont.FixedFont))
         self.text_view.setProperty("role", "code")
-        self.highlighter = CodeHighlighter(self.text_view.document(), None, dark=_dark())
+        self.highlighter = CodeHighlighter(self.text_view.document(), None, dark=safe_is_dark())
         self.image_label = QLabel(self.stack)
         self.image_label.setObjectName("artifactImage")
         self.image_label.setAlignment(Qt.AlignmentFlag.AlignCenter)
@@ -486,7 +487,7 @@ class ArtifactsPanel(QWidget):
     def changeEvent(self, event: QEvent) -> None:  # noqa: N802 - Qt override
         super().changeEvent(event)
         if event.type() in (QEvent.Type.PaletteChange, QEvent.Type.StyleChange):
-            self.highlighter.set_dark(_dark())
+            self.highlighter.set_dark(safe_is_dark())
 
     def resizeEvent(self, event: QResizeEvent) -> None:  # noqa: N802 - Qt override
         super().resizeEvent(event)
@@ -559,12 +560,3 @@ class ArtifactsPanel(QWidget):
 
 def _html(text: str) -> str:
     return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
-
-
-def _dark() -> bool:
-    try:
-        from workbench.ui.style import is_dark
-
-        return bool(is_dark())
-    except Exception:  # noqa: BLE001 - the style module is optional here
-        return False

@@ -21,7 +21,8 @@ from PySide6.QtWidgets import QMessageBox
 
 from workbench.errors import WorkbenchError
 from workbench.ui import qt_async
-from workbench.ui.approval_dialog import STOP_RUN, ApprovalDialog, ask_decisions
+from workbench.ui.approval_dialog import STOP_RUN, ApprovalDialog
+from workbench.ui.decision_dialogs import ask_decisions
 
 if TYPE_CHECKING:
     from workbench.decisions import PendingDecision

@@ -13,19 +13,16 @@ from __future__ import annotations
 import asyncio
 import logging
 import re
-import threading
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from PySide6.QtCore import QByteArray, Qt, Signal, Slot
-from PySide6.QtGui import QAction, QCloseEvent, QKeySequence
+from PySide6.QtGui import QCloseEvent
 from PySide6.QtWidgets import (
-    QApplication,
     QDockWidget,
     QFileDialog,
     QHBoxLayout,
     QMainWindow,
-    QMenu,
     QPushButton,
     QSplitter,
     QTabWidget,
@@ -43,8 +40,9 @@ from workbench.ui.decision_desk import show_panel as show_decisions_panel
 from workbench.ui.run_activity import install_run_ticker
 from workbench.ui.threads_panel import ThreadsPanel
 from workbench.ui.transcript import TranscriptView
+from workbench.ui.warm_up import start_warm_up
 from workbench.ui.window_widgets import ErrorBar, PromptEdit, _status_bar
-from workbench.ui.window_keys import install_keyboard
+from workbench.ui.window_keys import install_keyboard, install_menus
 from workbench.ui import window_open
 
 if TYPE_CHECKING:
@@ -55,30 +53,6 @@ log = logging.getLogger(__name__)
 
 APP_TITLE = "Agent Workbench"
 DockArea = Qt.DockWidgetArea
-
-
-def apply_app_style(app: QApplication) -> None:
-    """The style sheet: ``workbench.ui.style.apply_style`` when that module is there, else the sheet
-    shipped in ``workbench.resources`` (if any)."""
-    try:
-        from workbench.ui.style import apply_style
-    except ImportError:
-        apply_style = None
-    if apply_style is not None:
-        try:
-            apply_style(app)
-        except Exception:  # noqa: BLE001 - a broken sheet must not stop the window
-            log.exception("applying the style sheet failed")
-        return
-    from importlib import resources
-
-    for name in ("style/light.qss", "style.qss"):
-        try:
-            sheet = resources.files("workbench.resources").joinpath(name).read_text(encoding="utf-8")
-        except (OSError, ValueError):
-            continue
-        app.setStyleSheet(sheet)
-        return
 
 
 class MainWindow(QMainWindow):
@@ -154,30 +128,8 @@ class MainWindow(QMainWindow):
         self.setStatusBar(self.status)
         self.run_ticker = install_run_ticker(self.status, self.bridge)  # G1: time, tokens, cost while running
 
-        # menus
-        self.file_menu = self.menuBar().addMenu("&File")
-        self.open_action = QAction("&Open workspace…", self)
-        self.open_action.setShortcut(QKeySequence.StandardKey.Open)
-        self.open_action.triggered.connect(lambda: qt_async.start(self.choose_workspace(), name="open-workspace"))
-        self.file_menu.addAction(self.open_action)
-        self.recent_menu = QMenu("Open &recent", self)
-        self.recent_menu.setObjectName("recent_menu")
-        self.recent_menu.aboutToShow.connect(self._fill_recent_menu)
-        self.file_menu.addMenu(self.recent_menu)
-        self.file_menu.addSeparator()
-        self.settings_action: QAction | None = None
-        if _settings_dialog_available():
-            self.settings_action = QAction("&Settings…", self)
-            self.settings_action.setShortcut(QKeySequence.StandardKey.Preferences)
-            self.settings_action.triggered.connect(lambda: qt_async.start(self.open_settings(), name="settings"))
-            self.file_menu.addAction(self.settings_action)
-            self.file_menu.addSeparator()
-        self.quit_action = QAction("&Quit", self)
-        self.quit_action.setShortcut(QKeySequence.StandardKey.Quit)
-        self.quit_action.triggered.connect(self.close)
-        self.file_menu.addAction(self.quit_action)
-        self.view_menu = self.menuBar().addMenu("&View")
-        self._fill_recent_menu()
+        # menus: File (Open workspace…, Open recent, Settings…, Quit) and View, made by window_keys
+        install_menus(self)
 
         # docks
         self.threads_panel = ThreadsPanel(self.bridge, self)
@@ -272,7 +224,7 @@ class MainWindow(QMainWindow):
 
         ws = Path(path).expanduser().resolve()
         try:
-            trust = await self._trust_decision(ws)
+            trust = await window_open.trust_decision(self, ws)
             self.status.showMessage(f"Opening {ws} …")
             # G8: the user's model and API base are defaults for a workspace whose yaml names no model;
             # ``model``/``api_base`` given here (workbench --model, the first-run choice) win for this session.
@@ -302,7 +254,7 @@ class MainWindow(QMainWindow):
         self._save_settings()
         self.status.showMessage(f"Opened {ws}", 4000)
         self.sig_session_opened.emit(session)
-        self.warm_up()
+        start_warm_up(session)
         return session
 
     async def try_open_workspace(self, path: Path | str, **kwargs: Any) -> Session | None:
@@ -314,43 +266,6 @@ class MainWindow(QMainWindow):
         except Exception:  # noqa: BLE001 - already shown in the error bar; the traceback goes to the log
             log.exception("opening %s failed", path)
             return None
-
-    async def _trust_decision(self, ws: Path) -> str | bool | None:
-        """W1: ask before the session opens when the workspace asks for settings not trusted yet.
-
-        Trust: the hash of the settings the dialog showed (remembered; ``Session.open`` uses them only
-        while the file still asks for exactly those). False: open without them; None: nothing to ask.
-        A file changed while the dialog was open is shown again, never trusted unseen. The demo is
-        trusted while it asks for what the shipped demo asks for (the agent can edit its workbench.yaml).
-        """
-        from workbench.app import is_demo_workspace
-        from workbench.session import Session
-        from workbench.trust import SettingsChanged, settings_hash
-        from workbench.ui.trust_dialog import ask_trust
-
-        while True:
-            requests = Session.trust_requests(ws)
-            if not requests:
-                return None
-            asked = settings_hash(requests)
-            if is_demo_workspace(ws) and asked == _shipped_demo_hash(ws):
-                return asked
-            if self._trust_declined.get(str(ws)) == asked:
-                return False  # declined in this window already (e.g. reopened after Settings): don't nag
-            if not await ask_trust(ws, requests, self):
-                self._trust_declined[str(ws)] = asked
-                return False
-            self._trust_declined.pop(str(ws), None)
-            try:
-                Session.trust_workspace(ws, asked)
-            except SettingsChanged as e:
-                log.info("%s", e)
-                self.status.showMessage(f"{ws / 'workbench.yaml'} changed while you were deciding: "
-                                        f"look at its settings again.", 8000)
-                continue  # show what the file asks for now
-            except OSError as e:
-                log.warning("could not remember the trust for %s: %s", ws, e)
-            return asked
 
     async def close_session(self) -> None:
         """Stop what runs, close the session (its model worker and store)."""
@@ -381,25 +296,6 @@ class MainWindow(QMainWindow):
             except Exception as e:  # noqa: BLE001 - already shown by the panel; closing goes on
                 log.warning("the %s panel's work did not settle: %s", title, e)
 
-    def warm_up(self) -> None:
-        """Load what the first step needs off this thread, now rather than on the first message: the
-        token encoding (~0.6 s; the engine counts prompt sections with it on this thread), jsonschema,
-        and, unless the model is the demo, litellm on the model's worker thread."""
-        global _warm_thread
-        if _warm_thread is None:
-            _warm_thread = threading.Thread(target=_warm_tokens, name="workbench-warm-up", daemon=True)
-            _warm_thread.start()
-        session = self.session
-        if session is None or session.model_name == "demo":
-            return
-        model = getattr(getattr(session.engine, "agent", None), "model", None)  # facade has no warm_up()
-        warm = getattr(model, "warm_up", None)
-        if callable(warm):
-            try:
-                warm()
-            except Exception:  # noqa: BLE001 - warm-up is an optimisation
-                log.debug("model warm-up failed to start", exc_info=True)
-
     async def choose_workspace(self) -> None:
         dialog = QFileDialog(self, "Open workspace folder")
         dialog.setObjectName("open_workspace_dialog")
@@ -414,14 +310,6 @@ class MainWindow(QMainWindow):
             qt_async.release_dialog(dialog)
         if code == QFileDialog.DialogCode.Accepted and files:
             await self.try_open_workspace(files[0])
-
-    @Slot()
-    def _fill_recent_menu(self) -> None:
-        self.recent_menu.clear()
-        for p in self.settings.recent_workspaces:
-            action = self.recent_menu.addAction(p)
-            action.triggered.connect(lambda _=False, p=p: qt_async.start(self.try_open_workspace(p), name="open-recent"))
-        self.recent_menu.setEnabled(bool(self.settings.recent_workspaces))
 
     async def open_settings(self) -> None:
         """The Settings dialog (another panel's module); applying it reopens the workspace."""
@@ -676,9 +564,6 @@ class MainWindow(QMainWindow):
         await asyncio.shield(self._shutdown_task)
 
 
-_warm_thread: threading.Thread | None = None
-
-
 def _loop_running() -> bool:
     try:
         asyncio.get_running_loop()
@@ -687,41 +572,4 @@ def _loop_running() -> bool:
     return True
 
 
-def wait_warm_up(timeout: float = 5.0) -> None:
-    """Let the warm-up thread finish (before the interpreter exits: loading at shutdown fails noisily)."""
-    if _warm_thread is not None:
-        _warm_thread.join(timeout)
-
-
-def _warm_tokens() -> None:
-    """What the engine loads lazily on the GUI thread during the first step: the token encoding and
-    the JSON-schema validator of tool arguments (~0.1 s of imports)."""
-    try:
-        from workbench.engine.tokens import estimate_tokens
-
-        estimate_tokens("warm up")
-        import jsonschema  # noqa: F401
-    except Exception:  # noqa: BLE001 - an optimisation only
-        log.debug("warm-up failed", exc_info=True)
-
-
-def _shipped_demo_hash(ws: Path) -> str:
-    """The trust hash of what the shipped demo's workbench.yaml asks for in ``ws`` (W1): the demo copy
-    is trusted only while it asks for exactly that, never for what an edit added."""
-    from workbench.app import demo_source
-    from workbench.config import CONFIG_FILENAME, parse_config
-    from workbench.trust import requests, settings_hash
-
-    text = (demo_source() / CONFIG_FILENAME).read_text(encoding="utf-8")
-    return settings_hash(requests(parse_config(text), ws))
-
-
-def _settings_dialog_available() -> bool:
-    try:
-        from workbench.ui import settings_dialog  # noqa: F401
-    except Exception:  # noqa: BLE001 - not written yet, or broken: no Settings entry
-        return False
-    return True
-
-
-__all__ = ["APP_TITLE", "MainWindow", "PromptEdit", "apply_app_style"]
+__all__ = ["APP_TITLE", "MainWindow", "PromptEdit"]

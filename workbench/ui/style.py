@@ -137,6 +137,15 @@ def is_dark(app: QGuiApplication | None = None) -> bool:
     return (current_theme(app) or system_theme(app)) == "dark"
 
 
+def safe_is_dark() -> bool:
+    """``is_dark()`` that never raises (False then): for widgets that pick their own colours, where a
+    styling problem must never break the widget itself (the transcript, a diff, an artifact)."""
+    try:
+        return bool(is_dark())
+    except Exception:  # noqa: BLE001 - styling must never break the widget
+        return False
+
+
 IMAGE_PREFIX = "workbench-style"
 """The ``QDir`` search-path prefix the sheets name their images by (``url(workbench-style:arrow-down-light.svg)``)."""
 
@@ -184,6 +193,15 @@ def apply_theme_choice(app: QApplication, choice: str) -> Theme:
     if choice in STATUS_COLORS:
         return apply_style(app, choice)  # type: ignore[arg-type]
     return apply_style(app, None)
+
+
+def apply_app_style(app: QApplication) -> None:
+    """The style sheet at start-up (``apply_style``, following the system): a broken sheet is logged and
+    the window opens in the platform look rather than not at all."""
+    try:
+        apply_style(app)
+    except Exception:  # noqa: BLE001 - a broken sheet must not stop the window
+        log.exception("applying the style sheet failed")
 
 
 def _on_scheme_changed(app: QApplication) -> None:

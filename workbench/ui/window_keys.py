@@ -1,5 +1,8 @@
-"""The main window's keyboard (G7): its shortcuts as menu actions (so they are discoverable) and where
-the focus goes.
+"""The main window's menus and keyboard (G7): the File and View menus, the shortcuts as menu actions
+(so they are discoverable), and where the focus goes.
+
+``install_menus`` makes File (Open workspace…, Open recent, Settings… when the Settings dialog imports,
+Quit) and an empty View menu, where ``add_dock`` lists each dock; ``install_keyboard`` then adds:
 
 - File: New thread (Ctrl+N), Rename thread… (F2), Settings… (Ctrl+, and the platform's Preferences key).
 - Run: Send (Ctrl+Enter), Stop (Esc; enabled while the Stop button is, so Esc is free otherwise).
@@ -49,6 +52,50 @@ class _EnabledMirror(QObject):
         if event.type() == QEvent.Type.EnabledChange:
             self._action.setEnabled(watched.isEnabled())  # type: ignore[attr-defined]
         return False
+
+
+def install_menus(window: MainWindow) -> None:
+    """The File menu (Open workspace…, Open recent, Settings…, Quit) and the View menu, before any dock."""
+    window.file_menu = window.menuBar().addMenu("&File")
+    window.open_action = QAction("&Open workspace…", window)
+    window.open_action.setShortcut(QKeySequence.StandardKey.Open)
+    window.open_action.triggered.connect(lambda: qt_async.start(window.choose_workspace(), name="open-workspace"))
+    window.file_menu.addAction(window.open_action)
+    window.recent_menu = QMenu("Open &recent", window)
+    window.recent_menu.setObjectName("recent_menu")
+    window.recent_menu.aboutToShow.connect(lambda: fill_recent_menu(window))
+    window.file_menu.addMenu(window.recent_menu)
+    window.file_menu.addSeparator()
+    window.settings_action = None
+    if _settings_dialog_available():
+        window.settings_action = QAction("&Settings…", window)
+        window.settings_action.setShortcut(QKeySequence.StandardKey.Preferences)
+        window.settings_action.triggered.connect(lambda: qt_async.start(window.open_settings(), name="settings"))
+        window.file_menu.addAction(window.settings_action)
+        window.file_menu.addSeparator()
+    window.quit_action = QAction("&Quit", window)
+    window.quit_action.setShortcut(QKeySequence.StandardKey.Quit)
+    window.quit_action.triggered.connect(window.close)
+    window.file_menu.addAction(window.quit_action)
+    window.view_menu = window.menuBar().addMenu("&View")
+    fill_recent_menu(window)
+
+
+def fill_recent_menu(window: MainWindow) -> None:
+    """File → Open recent: the workspaces opened last (filled again each time the menu opens)."""
+    window.recent_menu.clear()
+    for p in window.settings.recent_workspaces:
+        action = window.recent_menu.addAction(p)
+        action.triggered.connect(lambda _=False, p=p: qt_async.start(window.try_open_workspace(p), name="open-recent"))
+    window.recent_menu.setEnabled(bool(window.settings.recent_workspaces))
+
+
+def _settings_dialog_available() -> bool:
+    try:
+        from workbench.ui import settings_dialog  # noqa: F401
+    except Exception:  # noqa: BLE001 - not written yet, or broken: no Settings entry
+        return False
+    return True
 
 
 def install_keyboard(window: MainWindow) -> None:
@@ -161,4 +208,5 @@ def rename_current_thread(window: MainWindow) -> None:
     qt_async.start(panel.rename_selected(), name="rename-thread")
 
 
-__all__ = ["focus_prompt", "install_keyboard", "install_theme_menu", "rename_current_thread", "set_theme"]
+__all__ = ["fill_recent_menu", "focus_prompt", "install_keyboard", "install_menus", "install_theme_menu",
+           "rename_current_thread", "set_theme"]

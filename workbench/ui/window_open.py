@@ -9,6 +9,9 @@ names the file, line and key — with "Edit workbench.yaml" (the file opens in t
 A changed ``workbench.yaml`` is read again before the next run starts (``Session.config_changed``): the
 workspace is reopened on the same thread, through the same trust check (W1) as any open. If the new file
 is bad, the run does not start and the error says why; the old config is never used silently.
+
+Before any open, ``trust_decision`` asks (W1) when the workspace's ``workbench.yaml`` asks for settings
+not trusted yet (``trust_dialog.ask_trust``); the shipped demo is trusted while it asks for what it shipped with.
 """
 
 from __future__ import annotations
@@ -51,6 +54,55 @@ def file_to_edit(workspace: Path, error: BaseException) -> Path:
         if named.is_absolute() and named.is_file():
             return named
     return config_path(workspace)
+
+
+async def trust_decision(window: MainWindow, ws: Path) -> str | bool | None:
+    """W1: ask before the session opens when the workspace asks for settings not trusted yet.
+
+    Trust: the hash of the settings the dialog showed (remembered; ``Session.open`` uses them only
+    while the file still asks for exactly those). False: open without them; None: nothing to ask.
+    A file changed while the dialog was open is shown again, never trusted unseen. The demo is
+    trusted while it asks for what the shipped demo asks for (the agent can edit its workbench.yaml).
+    """
+    from workbench.app import is_demo_workspace
+    from workbench.session import Session
+    from workbench.trust import SettingsChanged, settings_hash
+    from workbench.ui.trust_dialog import ask_trust
+
+    while True:
+        requests = Session.trust_requests(ws)
+        if not requests:
+            return None
+        asked = settings_hash(requests)
+        if is_demo_workspace(ws) and asked == _shipped_demo_hash(ws):
+            return asked
+        if window._trust_declined.get(str(ws)) == asked:
+            return False  # declined in this window already (e.g. reopened after Settings): don't nag
+        if not await ask_trust(ws, requests, window):
+            window._trust_declined[str(ws)] = asked
+            return False
+        window._trust_declined.pop(str(ws), None)
+        try:
+            Session.trust_workspace(ws, asked)
+        except SettingsChanged as e:
+            log.info("%s", e)
+            window.status.showMessage(f"{ws / 'workbench.yaml'} changed while you were deciding: "
+                                      f"look at its settings again.", 8000)
+            continue  # show what the file asks for now
+        except OSError as e:
+            log.warning("could not remember the trust for %s: %s", ws, e)
+        return asked
+
+
+def _shipped_demo_hash(ws: Path) -> str:
+    """The trust hash of what the shipped demo's workbench.yaml asks for in ``ws`` (W1): the demo copy
+    is trusted only while it asks for exactly that, never for what an edit added."""
+    from workbench.app import demo_source
+    from workbench.config import CONFIG_FILENAME, parse_config
+    from workbench.trust import requests, settings_hash
+
+    text = (demo_source() / CONFIG_FILENAME).read_text(encoding="utf-8")
+    return settings_hash(requests(parse_config(text), ws))
 
 
 def show_open_error(window: MainWindow, workspace: Path, error: BaseException, open_args: dict[str, Any]) -> None:
@@ -128,4 +180,4 @@ async def reload_then_send(window: MainWindow, text: str) -> str:
 
 
 __all__ = ["OPEN_ERROR_TAG", "OPEN_FAILURES", "clear_open_error", "edit_file", "file_to_edit", "open_demo",
-           "reload_then_send", "show_open_error"]
+           "reload_then_send", "show_open_error", "trust_decision"]

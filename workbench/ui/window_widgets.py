@@ -22,7 +22,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from workbench.ui.transcript import palette as transcript_palette
+from workbench.ui.transcript_style import palette as transcript_palette
 
 
 class PromptEdit(QPlainTextEdit):
