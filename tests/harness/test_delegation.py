@@ -426,3 +426,64 @@ async def test_d5_closing_the_app_leaves_background_tasks_to_be_recovered_then_d
         assert session.store.thread(task.child_thread) is None and session.task(task.id) is None
     finally:
         await session.close()
+
+
+@pytest.mark.parametrize("max_depth, offered", [(1, False), (2, True)])
+async def test_d9_a_sub_agent_delegates_only_below_max_depth(tmp_path: Path, stub_server: StubServer,
+                                                            max_depth: int, offered: bool) -> None:
+    ws = workspace(tmp_path, stub_server, extra=f"  max_depth: {max_depth}\n")
+    stub_server.script_for("parent", StubReply(tool_calls=[("delegate_to_researcher", {"task": "look"})]),
+                           StubReply(text="ok"))
+    stub_server.script_for("researcher", StubReply(text="looked"))
+    session = await Session.open(ws, api_key="sk-test")
+    try:
+        assert (await session.run("go")).status == "done"
+        sub = [r for r in stub_server.requests if r["model"] == "researcher"][0]
+        names = {t["function"]["name"] for t in sub.get("tools") or []}
+        assert ("delegate_to_writer" in names) is offered
+        assert "read_file" in names  # the same workbench.yaml's tools otherwise
+    finally:
+        await session.close()
+
+
+def test_d6_no_id_reaches_another_conversations_task(tmp_path: Path) -> None:
+    """Property: whatever ids a model sends, the task tools see only this conversation's tasks."""
+    from types import SimpleNamespace
+
+    from hypothesis import given, settings
+    from hypothesis import strategies as st
+
+    from workbench.config import load_config
+    from workbench.engine.store import Store
+    from workbench.engine.task_store import SqliteTaskStore
+    from workbench.harness.delegation import DelegationMiddleware
+
+    ws = tmp_path / "w"
+    ws.mkdir()
+    (ws / "workbench.yaml").write_text("subagents:\n  async: true\n  agents:\n    - {name: a, description: d}\n")
+    store = Store(tmp_path / "s.sqlite3")
+    tasks = SqliteTaskStore(store)
+    made = {}
+    for thread in ("mine", "theirs"):
+        made[thread] = tasks.create_task(parent_thread=thread, parent_run="r", call_id="c", agent="a",
+                                         child_thread=f"child-{thread}", description="x", background=True,
+                                         status="completed", envelope={}, depth=1, prompt="p")
+        tasks.update_task(made[thread].id, outcome=f"OUTCOME-{thread}")
+    mw = DelegationMiddleware(load_config(ws), ws)
+    mw.tasks = tasks
+    ctx = SimpleNamespace(thread_id="mine")
+    ids = st.one_of(st.text(max_size=40), st.sampled_from([made["mine"].id, made["theirs"].id,
+                                                          made["theirs"].id.upper(), made["theirs"].id + " "]))
+
+    @settings(max_examples=200, deadline=None)
+    @given(st.lists(ids, max_size=6))
+    def check(task_ids: list[str]) -> None:
+        found, refused = mw._own(ctx, task_ids)
+        assert all(t.parent_thread == "mine" for t in found)
+        report = mw._report(found, refused)
+        assert "OUTCOME-theirs" not in report and "child-theirs" not in report
+
+    try:
+        check()
+    finally:
+        store.close()
