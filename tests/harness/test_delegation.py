@@ -487,3 +487,25 @@ def test_d6_no_id_reaches_another_conversations_task(tmp_path: Path) -> None:
         check()
     finally:
         store.close()
+
+
+async def test_d9_an_approved_delegation_is_not_asked_again_when_its_sub_agent_asks(
+        tmp_path: Path, stub_server: StubServer) -> None:
+    ws = workspace(tmp_path, stub_server, permissions="{default: ask}")
+    stub_server.script_for("parent", StubReply(tool_calls=[("delegate_to_writer", {"task": "Write z"})]),
+                           StubReply(text="done"))
+    stub_server.script_for("writer", StubReply(tool_calls=[("write_file", {"path": "/project/z", "content": "z"})]),
+                           StubReply(text="Wrote z."))
+    session = await Session.open(ws, api_key="sk-test")
+    try:
+        result = await session.run("go")
+        [q] = result.pending
+        assert q.payload["tool"] == "delegate_to_writer" and "agent" not in q.payload  # the delegation itself
+        result = await session.resume({q.id: {"decision": "approve"}})
+        [q] = result.pending
+        assert q.payload["tool"] == "write_file" and q.payload["agent"] == "writer"  # the sub-agent's call
+        result = await session.resume({q.id: {"decision": "approve"}})
+        assert result.status == "done", result.pending  # not asked about the delegation a second time
+        assert (ws / "z").read_text() == "z"
+    finally:
+        await session.close()

@@ -18,7 +18,7 @@ from workbench.engine.frozen import freeze
 from workbench.engine.messages import Message, ToolCall, edit_note
 from workbench.engine.middleware import AgentMiddleware, Question, RunResult, Suspend, ToolContext
 from workbench.engine.runtime import CURRENT_RUN, MESSAGES, _active, _Runtime
-from workbench.engine.tools import Fatal, NeedsApproval, Tool, ToolOutcome, validate_call
+from workbench.engine.tools import Fatal, NeedsApproval, Tool, ToolOutcome, inner_question_id, validate_call
 from workbench.errors import RunError, WorkbenchError
 
 if TYPE_CHECKING:
@@ -130,8 +130,10 @@ class ToolCalls:
     async def _one_tool(self, rt: _Runtime, call: ToolCall, tool: Tool | None, resumed: Question | None,
                         held: bool = False) -> ToolOutcome:
         approved = edited = False
+        if resumed is not None and resumed.id.startswith(inner_question_id(call.id, "")):
+            approved = True  # asked from inside the running call: the wrappers let it run already
         # The call's own approval; a question a tool asked for another (a sub-agent's, D9) is the tool's.
-        if resumed is not None and resumed.kind == "tool_approval" and resumed.id == f"approval-{call.id}":
+        elif resumed is not None and resumed.kind == "tool_approval" and resumed.id == f"approval-{call.id}":
             decision = rt.answers[resumed.id]
             kind = decision["decision"]
             if kind == "reject":

@@ -127,6 +127,13 @@ def schema(properties: dict[str, Any], required: Sequence[str] = ()) -> dict[str
     return {"type": "object", "properties": properties, "required": list(required), "additionalProperties": False}
 
 
+def inner_question_id(call_id: str, key: str) -> str:
+    """The id of a question a tool asks from inside its running call (D9: a sub-agent's approval passed
+    up by the delegation tool). Such a question means every wrapper let the call run already, so
+    answering it re-runs the call as approved: it is not asked about again."""
+    return f"sub-{call_id}-{key}"
+
+
 def short_json(value: Any, limit: int = 200) -> str:
     text = json.dumps(value, ensure_ascii=False, sort_keys=True)
     return text if len(text) <= limit else text[: limit - 1] + "…"

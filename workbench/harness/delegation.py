@@ -39,7 +39,7 @@ from workbench.config import SubagentConfig, SubagentsConfig, WorkbenchConfig
 from workbench.engine.messages import Message, ModelRequest, ModelResponse, ToolCall
 from workbench.engine.middleware import AgentMiddleware, CallModel, CallTool, HookContext, Section, ToolContext
 from workbench.engine.task_store import SETTLED, SqliteTaskStore, TaskRecord
-from workbench.engine.tools import NeedsApproval, Tool, ToolOutcome, schema
+from workbench.engine.tools import NeedsApproval, Tool, ToolOutcome, inner_question_id, schema
 from workbench.engine.usage import Usage
 
 if TYPE_CHECKING:
@@ -269,7 +269,7 @@ class DelegationMiddleware(AgentMiddleware):
                 continue
             payload = {**q.payload, "agent": task.agent, "task_id": task.id}
             try:
-                out[q.id] = dict(ctx.ask(q.kind, payload, f"sub-{ctx.call.id}-{q.id}"))
+                out[q.id] = dict(ctx.ask(q.kind, payload, inner_question_id(ctx.call.id, q.id)))
             except BaseException:
                 if out:  # keep what was answered for the next resume (one question is asked at a time)
                     answers = {k: dict(v) for k, v in dict(ctx.get(ANSWERS) or {}).items()}
