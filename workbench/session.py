@@ -58,17 +58,27 @@ def _bind_delegation(stack: list[Any], engine: Engine, cfg: WorkbenchConfig, thr
 
     for mw in stack:
         if isinstance(mw, DelegationMiddleware):
-            def model_for(name: str | None) -> Model:
-                if not name:
-                    return engine.agent.model
-                # the key passed in is for the workspace's provider: another provider's looks up its own
-                same = name.split("/", 1)[0] == cfg.model.split("/", 1)[0]
-                return make_model(cfg.with_overrides(model=name), api_key=api_key if same else None,
-                                  threaded=threaded)
-
-            mw.bind(engine, model_for)
+            mw.bind(engine, _model_factory(engine, cfg, threaded, api_key))
             return mw
     return None
+
+
+def _model_factory(engine: Engine, cfg: WorkbenchConfig, threaded: bool, api_key: str | None) -> Callable[[str | None], Model]:
+    """The model for a name a workspace gives a helper (a sub-agent's, the summariser's): None = the
+    workspace's own model; another name runs on the workspace's ``api_base``, with the key passed in only
+    when it is the same provider's (another provider looks up its own)."""
+    made: dict[str, Model] = {}
+
+    def model_for(name: str | None) -> Model:
+        if not name:
+            return engine.agent.model
+        if name not in made:
+            same = name.split("/", 1)[0] == cfg.model.split("/", 1)[0]
+            made[name] = make_model(cfg.with_overrides(model=name), api_key=api_key if same else None,
+                                    threaded=threaded)
+        return made[name]
+
+    return model_for
 
 
 class Session:
@@ -176,6 +186,9 @@ class Session:
         )
         engine = Engine(agent, store)
         delegation = _bind_delegation(stack, engine, cfg, threaded_model, api_key)
+        from workbench.harness.compression import bind_compression
+
+        bind_compression(stack, store, _model_factory(engine, cfg, threaded_model, api_key), engine.agent.model.name)
         if thread_id is None:
             thread_id = store.create_thread()
         elif store.thread(thread_id) is None:
@@ -384,6 +397,56 @@ class Session:
         children = self._task_store().child_threads() if self._task_store() is not None else set()
         return [t for t in self.store.threads() if t.id not in children]
 
+    # -- context compression (C5–C9) ------------------------------------------------------------------------
+    def _compression(self) -> Any:
+        from workbench.harness.compression import CompressionMiddleware
+
+        return self.middleware(CompressionMiddleware)
+
+    def compression_records(self, thread_id: str | None = None) -> list[dict[str, Any]]:
+        """The thread's compressions, oldest first: each with its trigger, tokens before/after, what each
+        strategy did and what was lost (``lost``: indices and sizes of the messages cut or replaced)."""
+        from workbench.harness.compression import CompressionStore
+
+        return CompressionStore(self.store).records(thread_id or self.thread_id)
+
+    def context_view(self) -> list[Message]:
+        """The messages the model sees of this thread now (the compressed view, C5)."""
+        from workbench.harness.compression import compressed_view
+
+        return compressed_view(self.messages, self.compression_records(), self.config.compression.max_tool_response_chars)
+
+    def context_figures(self) -> dict[str, Any]:
+        """C9 between runs: the thread's view size (an estimate), the trigger, the model's window, and
+        the newest compression (the window updates live from ``context_measured`` events)."""
+        from workbench.harness.compression import estimate
+
+        mw = self._compression()
+        records = self.compression_records()
+        view = self.context_view()
+        return {"tokens": estimate(view), "messages": len(view), "stored_messages": len(self.messages),
+                "trigger": mw.trigger if mw is not None else None,
+                "window": getattr(mw, "_window", None) if mw is not None else None,
+                "last": records[-1] if records else None}
+
+    async def compact(self) -> dict[str, Any] | None:
+        """"Compact now" (C7): compress this thread's history now, whatever its size (during a run: at its
+        next model step). Returns the new record, or None when nothing could be made smaller."""
+        mw = self._compression()
+        if mw is None or mw.records_store is None:
+            raise RunError("compression is not available in this session")
+        if self.running:
+            mw.force(self.thread_id)
+            return None
+        holder = self.store.holder(self.thread_id)
+        if holder is not None:
+            raise RunError(f"thread {self.thread_id} is running in another process ({holder.describe()})")
+        messages = self.messages
+        records = mw.records_store.records(self.thread_id)
+        return await mw.compress(messages, records, target=max(1, mw.trigger // 2), trigger="manual",
+                                 thread_id=self.thread_id,
+                                 emit=lambda type, **data: self.engine.post_event(self.thread_id, type, **data))
+
     # -- sub-agent tasks (D5–D10) ----------------------------------------------------------------------------
     _delegation: Any = None
 
@@ -525,8 +588,13 @@ class Session:
         if active:
             raise RunError(f"abort the thread's {len(active)} unfinished task(s) first ({', '.join(active)}): "
                            "they would go on without a thread to report to")
+        from workbench.harness.compression import CompressionStore
+
+        records = CompressionStore(self.store)
         for child in tasks.delete_for_thread(thread_id):  # its tasks' threads go with it
+            records.delete_thread(child)
             self.store.delete_thread(child)
+        records.delete_thread(thread_id)
         self.store.delete_thread(thread_id)
 
     def _ensure_idle(self) -> None:
@@ -699,3 +767,12 @@ def _sets_default_permission(workspace: Path) -> bool:
         return False
     permissions = data.get("permissions") if isinstance(data, dict) else None
     return isinstance(permissions, dict) and "default" in permissions
+
+
+__all__ = [
+    # the facade
+    "Session", "config_stamp", "make_model",
+    # the value types the window and the CLI may take from it (AGENTS.md, layering rules)
+    "Event", "Message", "PendingDecision", "Question", "RunRecord", "RunResult", "TaskRecord", "ThreadInfo",
+    "Usage",
+]

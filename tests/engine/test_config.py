@@ -61,7 +61,7 @@ subagents:
   agents:
     - {name: researcher, description: Reads and summarises sources., model: openai/gpt-4.1-mini, instructions: "..."}
 compression:
-  max_input_tokens: 80000
+  max_input_tokens: null
   max_messages: 0
   preserve_recent: 4
   max_tool_response_chars: 400000
@@ -118,7 +118,7 @@ def test_defaults_without_file(tmp_path: Path) -> None:
     assert (sa.prefix, sa.max_delegations, sa.history_length, sa.artifact_strategy, sa.async_,
             sa.max_wait_seconds, sa.agents) == ("delegate_to", 5, 4, "inline", False, 60, ())
     c = cfg.compression
-    assert (c.max_input_tokens, c.max_messages, c.preserve_recent, c.max_tool_response_chars) == (80000, 0, 4, 400000)
+    assert (c.max_input_tokens, c.max_messages, c.preserve_recent, c.max_tool_response_chars) == (None, 0, 4, 400000)
     assert (c.dedupe.match_by, c.dedupe.keep_recent) == ("name-and-input", 1)
     assert (c.truncate.max_chars, c.truncate.preserve_recent) == (2000, 2)
     assert (c.summarize.model, c.summarize.preserve_recent) == ("openai/gpt-4.1-nano", 6)

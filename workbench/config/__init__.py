@@ -32,6 +32,7 @@ from workbench.config.schema import (
     BudgetScope,
     CompressionConfig,
     DedupeConfig,
+    DropConfig,
     Effect,
     MemoryConfig,
     MountConfig,
@@ -64,7 +65,7 @@ from workbench.config.user import (
 __all__ = [
     "ACTIONS", "ARTIFACT_STRATEGIES", "BUDGET_FIELDS", "BUDGET_SCOPES", "CONFIG_FILENAME", "DEDUPE_MATCH_BY",
     "EFFECTS", "MAX_CONFIG_BYTES", "MAX_RECENT_WORKSPACES", "MOUNT_KINDS", "SETTINGS_FILENAME", "Action",
-    "ArtifactStrategy", "ArtifactsConfig", "BudgetConfig", "BudgetScope", "CompressionConfig", "DedupeConfig",
+    "ArtifactStrategy", "ArtifactsConfig", "BudgetConfig", "BudgetScope", "CompressionConfig", "DedupeConfig", "DropConfig",
     "Effect", "MemoryConfig", "MountConfig", "MountKind", "PermissionRule", "PermissionsConfig", "SkillsConfig",
     "SubagentConfig", "SubagentsConfig", "SummarizeConfig", "TodosConfig", "TruncateConfig", "UserSettings",
     "WorkbenchConfig", "_Reader", "_valid_mount_point", "add_recent_workspace", "config_path", "default_mounts",

@@ -32,6 +32,7 @@ from workbench.config.schema import (
     BudgetConfig,
     CompressionConfig,
     DedupeConfig,
+    DropConfig,
     MemoryConfig,
     MountConfig,
     PermissionRule,
@@ -507,27 +508,37 @@ class _Reader:
     def compression(self, node: Node) -> CompressionConfig:
         ints = ("max_input_tokens", "max_messages", "preserve_recent", "max_tool_response_chars")
         m = self.section(node, "compression",
-                         (*ints, "dedupe", "truncate", "summarize", "skip_summarization_threshold"))
-        kw: dict[str, Any] = {k: self.integer(m[k], f"compression.{k}") for k in ints if k in m}
+                         (*ints, "dedupe", "truncate", "summarize", "drop", "skip_summarization_threshold"))
+        kw: dict[str, Any] = {k: self.integer(m[k], f"compression.{k}") for k in ints
+                              if k in m and not (k == "max_input_tokens" and self.is_null(m[k]))}
         if "dedupe" in m:
-            d = self.section(m["dedupe"], "compression.dedupe", ("match_by", "keep_recent"))
+            d = self.section(m["dedupe"], "compression.dedupe", ("match_by", "keep_recent", "enabled"))
             dkw: dict[str, Any] = {}
+            if "enabled" in d:
+                dkw["enabled"] = self.boolean(d["enabled"], "compression.dedupe.enabled")
             if "match_by" in d:
                 dkw["match_by"] = self.choice(d["match_by"], "compression.dedupe.match_by", DEDUPE_MATCH_BY)
             if "keep_recent" in d:
                 dkw["keep_recent"] = self.integer(d["keep_recent"], "compression.dedupe.keep_recent")
             kw["dedupe"] = DedupeConfig(**dkw)
         if "truncate" in m:
-            t = self.section(m["truncate"], "compression.truncate", ("max_chars", "preserve_recent"))
-            kw["truncate"] = TruncateConfig(**{k: self.integer(v, f"compression.truncate.{k}") for k, v in t.items()})
+            t = self.section(m["truncate"], "compression.truncate", ("max_chars", "preserve_recent", "enabled"))
+            kw["truncate"] = TruncateConfig(**{k: (self.boolean(v, f"compression.truncate.{k}") if k == "enabled"
+                                                   else self.integer(v, f"compression.truncate.{k}"))
+                                               for k, v in t.items()})
         if "summarize" in m:
-            s = self.section(m["summarize"], "compression.summarize", ("model", "preserve_recent"))
+            s = self.section(m["summarize"], "compression.summarize", ("model", "preserve_recent", "enabled"))
             skw: dict[str, Any] = {}
+            if "enabled" in s:
+                skw["enabled"] = self.boolean(s["enabled"], "compression.summarize.enabled")
             if "model" in s:
                 skw["model"] = self.string(s["model"], "compression.summarize.model", optional=True)
             if "preserve_recent" in s:
                 skw["preserve_recent"] = self.integer(s["preserve_recent"], "compression.summarize.preserve_recent")
             kw["summarize"] = SummarizeConfig(**skw)
+        if "drop" in m:
+            dr = self.section(m["drop"], "compression.drop", ("enabled",))
+            kw["drop"] = DropConfig(**{k: self.boolean(v, f"compression.drop.{k}") for k, v in dr.items()})
         if "skip_summarization_threshold" in m:
             kw["skip_summarization_threshold"] = self.number(
                 m["skip_summarization_threshold"], "compression.skip_summarization_threshold")

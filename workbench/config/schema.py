@@ -182,6 +182,7 @@ class DedupeConfig:
 
     match_by: str = "name-and-input"
     keep_recent: int = 1
+    enabled: bool = True
 
 
 @dataclass(frozen=True)
@@ -190,6 +191,7 @@ class TruncateConfig:
 
     max_chars: int = 2000
     preserve_recent: int = 2
+    enabled: bool = True
 
 
 @dataclass(frozen=True)
@@ -198,19 +200,29 @@ class SummarizeConfig:
 
     model: str | None = "openai/gpt-4.1-nano"
     preserve_recent: int = 6
+    enabled: bool = True
+
+
+@dataclass(frozen=True)
+class DropConfig:
+    """C2 drop: the last resort, older messages replaced by a notice of what went."""
+
+    enabled: bool = True
 
 
 @dataclass(frozen=True)
 class CompressionConfig:
-    """Context compression triggers and strategies (C1–C3). 0 turns a trigger off."""
+    """Context compression triggers and strategies (C1–C3, C7). 0 turns a trigger off; ``max_input_tokens``
+    None = 85% of the model's context window (litellm's model info), else 100,000."""
 
-    max_input_tokens: int = 80000
+    max_input_tokens: int | None = None
     max_messages: int = 0
     preserve_recent: int = 4
     max_tool_response_chars: int = 400000
     dedupe: DedupeConfig = field(default_factory=DedupeConfig)
     truncate: TruncateConfig = field(default_factory=TruncateConfig)
     summarize: SummarizeConfig = field(default_factory=SummarizeConfig)
+    drop: DropConfig = field(default_factory=DropConfig)
     skip_summarization_threshold: float = 0.0
 
 

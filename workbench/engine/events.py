@@ -32,7 +32,7 @@ DURABLE_TYPES: frozenset[str] = frozenset(
 )
 LIVE_TYPES: frozenset[str] = frozenset(
     {"model_delta", "tool_call_started", "todos_progress", "usage_updated", "step_started", "budget_updated",
-     "task_progress"}
+     "task_progress", "context_measured", "context_warning"}
 )
 
 

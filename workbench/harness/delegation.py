@@ -427,10 +427,14 @@ def _minus(a: Usage, b: Usage) -> Usage:
 
 
 def _splice(messages: Sequence[Message], notices: Sequence[Mapping[str, Any]]) -> tuple[Message, ...]:
-    """The request's messages with each notice as a user message where it was first given."""
+    """The request's messages with each notice as a user message where it was first given (by stored
+    position: a compressed view marks its messages' stored indices)."""
+    from workbench.harness.compression import stored_position
+
     out = list(messages)
+    marked = any("stored" in m.meta for m in out)
     for n in sorted(notices, key=lambda n: n["at"], reverse=True):
-        at = min(int(n["at"]), len(out))
+        at = stored_position(out, int(n["at"])) if marked else min(int(n["at"]), len(out))
         out.insert(at, Message.user(str(n["text"]), task_notice=n["task_id"]))
     return tuple(out)
 

@@ -91,6 +91,11 @@ def build_middleware(config: WorkbenchConfig, workspace: Path, backend: FileBack
         stack.append(
             BudgetMiddleware([BudgetLimit(b.scope, dict(b.limit), b.interrupt) for b in config.budget])
         )
+    from workbench.harness.compression import CompressionMiddleware
+
+    # C5: right inside the budget, outside every other model wrapper: they see the compressed view
+    # (delegation places its task notices in it by stored position).
+    stack.append(CompressionMiddleware(config.compression))
     permissions = PermissionsMiddleware(
         config.permissions.rules,
         config.permissions.default,
@@ -154,7 +159,10 @@ def build_child_engine(config: WorkbenchConfig, workspace: Path, store: Store, a
     stack = build_middleware(child_cfg, workspace, backend, depth=depth + 1)
     engine = Engine(Agent(model, instructions=child_cfg.instructions, middleware=stack, backend=backend,
                           max_prompt_section_tokens=child_cfg.max_prompt_section_tokens), store)
+    from workbench.harness.compression import bind_compression
+
     for mw in stack:
         if isinstance(mw, DelegationMiddleware):
             mw.bind(engine, model_factory)
+    bind_compression(stack, store, lambda name: model_factory(name) if name else model, getattr(model, "name", ""))
     return engine

@@ -1,0 +1,183 @@
+"""Context compression (C1–C8, issue 12): the pure view, each strategy, the trigger, the summariser through
+the stub (litellm for real), compaction twice, a restart. The stored history is never changed."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from tests.stub_server import StubReply, StubServer
+from workbench.config import CompressionConfig, DedupeConfig, SummarizeConfig, TruncateConfig
+from workbench.engine.messages import Message, ToolCall
+from workbench.harness.compression import collect_facts, compressed_view, plan, span_to_replace
+from workbench.session import Session
+
+
+def _history(turns: list[tuple[str, int, bool]], system: int = 1) -> list[Message]:
+    """[system…] then per turn: a user message, an assistant call of ``ls`` on a path, its result of
+    ``size`` characters (the same path again when ``dup``), and an answer."""
+    out = [Message.system(f"system {i}") for i in range(system)]
+    for n, (path, size, dup) in enumerate(turns):
+        call = ToolCall.parse(f"c{n}", "ls", {"path": "/project/a" if dup else path})
+        out += [Message.user(f"turn {n}: look at {path}"), Message.assistant("", (call,)),
+                Message.tool(call, ("x" * size)), Message.assistant(f"done {n}")]
+    return out
+
+
+def _check_view(view: list[Message], stored: list[Message]) -> None:
+    lead = 0
+    while lead < len(stored) and stored[lead].role == "system":
+        lead += 1
+    assert [m.content for m in view[:lead]] == [m.content for m in stored[:lead]]  # C4: leading system kept
+    calls = set()
+    for m in view[lead:]:
+        for c in m.tool_calls:
+            calls.add(c.id)
+        if m.role == "tool":
+            assert m.tool_call_id in calls, "a tool response cut off from its request (C4)"
+
+
+turns = st.lists(st.tuples(st.sampled_from(["/project/a", "/project/b", "/etc/c"]), st.integers(0, 5000),
+                           st.booleans()), min_size=1, max_size=30)
+
+
+@settings(max_examples=120, deadline=None)
+@given(turns, st.integers(0, 2), st.integers(1, 8), st.integers(50, 3000), st.booleans(), st.integers(100, 50_000))
+def test_c4_c5_property_the_view_is_whole_pure_and_leaves_the_history_alone(
+        t: list[Any], system: int, recent: int, max_chars: int, drop_too: bool, target: int) -> None:
+    stored = _history(t, system)
+    before = [m.to_dict() for m in stored]
+    cfg = CompressionConfig(preserve_recent=recent, truncate=TruncateConfig(max_chars=max_chars, preserve_recent=1),
+                            dedupe=DedupeConfig(keep_recent=1), max_tool_response_chars=4000)
+    p, view = plan(stored, [], cfg, target)
+    records: list[dict[str, Any]] = [{"ops": p.ops}]
+    if drop_too:
+        span = span_to_replace(stored, recent)
+        if span is not None:
+            records.append({"ops": [{"op": "drop", "start": span[0], "end": span[1], "chars": 1}]})
+    view = compressed_view(stored, records, 4000)
+    _check_view(view, stored)
+    assert [m.to_dict() for m in stored] == before  # C5: never changed
+    again = compressed_view(stored, records, 4000)
+    assert [m.to_dict() for m in again] == [m.to_dict() for m in view]  # a pure function
+    assert all(len(m.content) <= 4000 + 80 for m in view if m.role == "tool")  # C3
+
+
+def test_c2_dedupe_keeps_the_newest_and_truncate_spares_the_recent() -> None:
+    stored = _history([("/project/a", 3000, True), ("/project/b", 3000, False), ("/project/a", 3000, True),
+                       ("/project/c", 3000, False)])
+    cfg = CompressionConfig(truncate=TruncateConfig(max_chars=500, preserve_recent=1))
+    p, view = plan(stored, [], cfg, target=1)
+    ops = {(o["op"], o["index"]) for o in p.ops}
+    tool_idx = [i for i, m in enumerate(stored) if m.role == "tool"]
+    assert ("dedupe", tool_idx[0]) in ops and ("dedupe", tool_idx[2]) not in ops  # the newest of the pair stays
+    assert ("truncate", tool_idx[1]) in ops and ("truncate", tool_idx[2]) in ops
+    assert all(i != tool_idx[3] for _, i in ops)  # the newest intact
+    assert "omitted" in view[tool_idx[0]].content and view[tool_idx[3]].content == "x" * 3000
+    assert p.strategies["dedupe"]["messages"] == 1 and p.strategies["truncate"]["messages"] == 2
+    # switched off, a strategy does nothing
+    off = CompressionConfig(dedupe=DedupeConfig(enabled=False), truncate=TruncateConfig(enabled=False))
+    assert plan(stored, [], off, target=1)[0].ops == []
+
+
+def test_c8_facts_are_collected_verbatim() -> None:
+    msgs = [Message.user("Open /project/src/app.py and run `pytest -q` then see https://example.org/x?y=1; "
+                         "it took 12.5 s and 3,400 tokens")]
+    facts = collect_facts(msgs, ["kept-from-before"])
+    for fact in ("/project/src/app.py", "pytest -q", "https://example.org/x?y=1", "12.5 s", "3,400 tokens",
+                 "kept-from-before"):
+        assert fact in facts, (fact, facts)
+
+
+def _ws(tmp_path: Path, stub: StubServer, compression: str) -> Path:
+    ws = tmp_path / "ws"
+    ws.mkdir(exist_ok=True)
+    (ws / "big.txt").write_text("B" * 6000)
+    (ws / "workbench.yaml").write_text(
+        f"model: openai/main\napi_base: {stub.url}\npermissions: {{default: allow}}\ncompression:\n{compression}")
+    return ws
+
+
+def _sent(stub: StubServer, model: str = "main") -> list[dict[str, Any]]:
+    return [r for r in stub.requests if r["model"] == model]
+
+
+async def test_c1_the_reported_input_size_triggers_and_the_summary_goes_through_the_stub(
+        tmp_path: Path, stub_server: StubServer) -> None:
+    ws = _ws(tmp_path, stub_server, "  max_input_tokens: 5000\n  preserve_recent: 2\n"
+                                    "  summarize: {model: openai/cheap, preserve_recent: 2}\n")
+    read = ("read_file", {"path": "/project/big.txt"})
+    stub_server.script_for("main", StubReply(tool_calls=[read], usage=(1000, 10)),
+                           StubReply(text="Read it: 6000 B's.", usage=(2600, 10)),
+                           StubReply(text="Second answer.", usage=(6200, 10)),  # over 5000: the next step compresses
+                           StubReply(text="Third answer.", usage=(900, 10)))
+    stub_server.script_for("cheap", StubReply(text="The user asked to read big.txt; it holds 6000 B's.", usage=(300, 20)))
+    session = await Session.open(ws, api_key="sk-test")
+    try:
+        for prompt in ("Read /project/big.txt", "And?", "Go on"):
+            assert (await session.run(prompt)).status == "done"
+        [record] = session.compression_records()
+        assert record["trigger"] == "auto" and "summarize" in record["strategies"]
+        assert record["tokens_after"] < record["tokens_before"]
+        last = json.dumps(_sent(stub_server)[-1]["messages"])
+        assert "holds 6000 B's" in last and "/project/big.txt" in last  # the summary and its facts
+        assert "B" * 1000 not in last
+        assert len(session.messages) == 8  # C5: every message is still stored
+        assert "B" * 1000 in json.dumps([m.to_dict() for m in session.messages])
+        events = [e for e in session.store.events(session.thread_id) if e.type == "compression_applied"]
+        assert len(events) == 1 and "text" not in json.dumps(events[0].data)  # figures, no content (M8)
+    finally:
+        await session.close()
+
+
+async def test_c7_compact_now_twice_keeps_what_the_first_kept_and_survives_a_restart(
+        tmp_path: Path, stub_server: StubServer) -> None:
+    ws = _ws(tmp_path, stub_server, "  preserve_recent: 2\n  summarize: {model: openai/cheap, preserve_recent: 2}\n")
+    stub_server.script_for("main", *[StubReply(text=f"Answer {i} about /project/file{i}.py") for i in range(6)])
+    stub_server.script_for("cheap", StubReply(text="First summary: files 0 and 1."),
+                           StubReply(text="Second summary."))
+    session = await Session.open(ws, api_key="sk-test")
+    thread = session.thread_id
+    try:
+        for i in range(3):
+            await session.run(f"Question {i}")
+        first = await session.compact()
+        assert first is not None and first["trigger"] == "manual"
+        for i in range(3, 5):
+            await session.run(f"Question {i}")
+        second = await session.compact()
+        assert second is not None
+        facts_first = next(o for o in first["ops"] if o["op"] == "summarize")["facts"]
+        facts_second = next(o for o in second["ops"] if o["op"] == "summarize")["facts"]
+        assert set(facts_first) <= set(facts_second)  # nothing the first kept is lost by the second
+        summarizer_input = json.dumps(_sent(stub_server, "cheap")[-1]["messages"])
+        assert "First summary" in summarizer_input  # the second summarises the first
+        view = [m.content for m in session.context_view()]
+    finally:
+        await session.close()
+    reopened = await Session.open(ws, thread, api_key="sk-test")
+    try:
+        assert [m.content for m in reopened.context_view()] == view  # C5: the same view after a restart
+        assert len(reopened.compression_records()) == 2
+    finally:
+        await reopened.close()
+
+
+async def test_c2_a_failed_summary_falls_back_to_dropping_and_says_so(tmp_path: Path, stub_server: StubServer) -> None:
+    ws = _ws(tmp_path, stub_server, "  preserve_recent: 2\n  summarize: {model: openai/cheap, preserve_recent: 2}\n")
+    stub_server.script_for("main", *[StubReply(text=f"A{i}") for i in range(3)])
+    stub_server.script_for("cheap", StubReply(status=400, text="no"))
+    session = await Session.open(ws, api_key="sk-test")
+    try:
+        for i in range(3):
+            await session.run(f"Q{i}")
+        record = await session.compact()
+        assert record is not None and "drop" in record["strategies"] and "summary failed" in record["reason"]
+        assert "dropped to fit" in session.context_view()[0].content
+        assert {"op": "drop"}.items() <= record["lost"][0].items()
+    finally:
+        await session.close()
