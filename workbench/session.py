@@ -447,6 +447,48 @@ class Session:
                                  thread_id=self.thread_id,
                                  emit=lambda type, **data: self.engine.post_event(self.thread_id, type, **data))
 
+    # -- prompt provenance (V1, V2) ---------------------------------------------------------------------------
+    def prompt_calls(self, thread_id: str | None = None) -> list[dict[str, Any]]:
+        """The model calls of a thread, oldest first: ``seq``, ``run``, ``step``, ``time``, ``model``,
+        ``status`` (ok, cut), ``usage``, ``messages`` (how many were sent)."""
+        log = self.engine.prompt_log
+        calls = log.calls(thread_id or self.thread_id) if log is not None else []
+        return [{k: c[k] for k in ("seq", "run", "step", "time", "model", "status", "usage", "messages")} for c in calls]
+
+    def inspect_call(self, seq: int, thread_id: str | None = None) -> dict[str, Any]:
+        """V2: one model call as sent — ``blocks`` (label, role, text, tokens, cacheable), ``cache_prefix_end``
+        (blocks before it are the cacheable prefix), ``diff`` against the previous call (block labels
+        ``added``/``removed``/``changed``), ``usage`` and ``model``. RunError for an unknown call."""
+        from workbench.engine.prompt_log import cache_prefix_end, rebuild
+        from workbench.harness.compression import compressed_view
+
+        tid = thread_id or self.thread_id
+        log = self.engine.prompt_log
+        calls = log.calls(tid) if log is not None else []
+        by_seq = {c["seq"]: c for c in calls}
+        if log is None or seq not in by_seq:
+            raise RunError(f"no model call #{seq} in thread {tid}")
+        cp = self.store.latest_checkpoint(tid)
+        stored = [Message.from_dict(m) for m in (cp.state.get("messages") or [])] if cp else []
+        records = self.compression_records(tid)
+        cap = self.config.compression.max_tool_response_chars
+
+        def blocks_of(call: dict[str, Any]) -> list[Any]:
+            return rebuild(log, call, stored, records, lambda m, r: compressed_view(m, r, cap))
+
+        blocks = blocks_of(by_seq[seq])
+        earlier = [c for c in calls if c["seq"] < seq]
+        diff: dict[str, list[str]] = {"added": [], "removed": [], "changed": []}
+        if earlier:
+            before = {b.label: b.text for b in blocks_of(earlier[-1])}
+            now = {b.label: b.text for b in blocks}
+            diff = {"added": [k for k in now if k not in before], "removed": [k for k in before if k not in now],
+                    "changed": [k for k in now if k in before and before[k] != now[k]]}
+        call = by_seq[seq]
+        return {"seq": seq, "model": call.get("model"), "usage": Usage.from_dict(call.get("usage")),
+                "status": call.get("status"), "blocks": blocks, "cache_prefix_end": cache_prefix_end(blocks),
+                "diff": diff, "previous": earlier[-1]["seq"] if earlier else None}
+
     # -- sub-agent tasks (D5–D10) ----------------------------------------------------------------------------
     _delegation: Any = None
 
@@ -595,6 +637,8 @@ class Session:
             records.delete_thread(child)
             self.store.delete_thread(child)
         records.delete_thread(thread_id)
+        if self.engine.prompt_log is not None:
+            self.engine.prompt_log.delete_thread(thread_id)
         self.store.delete_thread(thread_id)
 
     def _ensure_idle(self) -> None:

@@ -181,3 +181,40 @@ async def test_c2_a_failed_summary_falls_back_to_dropping_and_says_so(tmp_path: 
         assert {"op": "drop"}.items() <= record["lost"][0].items()
     finally:
         await session.close()
+
+
+async def test_v1_v2_every_call_is_rebuilt_as_labelled_blocks_with_a_diff(tmp_path: Path,
+                                                                            stub_server: StubServer) -> None:
+    ws = _ws(tmp_path, stub_server, "  preserve_recent: 2\n  summarize: {model: openai/cheap, preserve_recent: 2}\n")
+    (ws / "AGENTS.md").write_text("Always answer in French.\n")
+    read = ("read_file", {"path": "/project/big.txt"})
+    stub_server.script_for("main", StubReply(tool_calls=[read], usage=(500, 10)), StubReply(text="Lu.", usage=(2100, 4)),
+                           StubReply(text="Encore.", usage=(2200, 3)), StubReply(text="Fin.", usage=(300, 2)))
+    stub_server.script_for("cheap", StubReply(text="Summary: big.txt was read."))
+    session = await Session.open(ws, api_key="sk-test")
+    try:
+        await session.run("Read big.txt")
+        await session.run("Again")
+        await session.compact()
+        await session.run("Last")
+        calls = session.prompt_calls()
+        assert [c["seq"] for c in calls] == [1, 2, 3, 4] and calls[1]["usage"]["input_tokens"] == 2100
+        sent = _sent(stub_server)
+        for call, request in zip(calls, sent):
+            view = session.inspect_call(call["seq"])
+            blocks = view["blocks"]
+            system = "\n\n".join(b.text for b in blocks if b.role == "system")
+            assert system == request["messages"][0]["content"]  # the exact system prompt, in labelled parts
+            texts = [b.text.split("\n→ ")[0] for b in blocks if b.role not in ("system", "tools")]
+            assert texts == [m.get("content") or "" for m in request["messages"][1:]]  # the exact messages
+            labels = [b.label for b in blocks]
+            assert "instructions" in labels and any("AGENTS.md" in b.text and "Instructions" in b.label for b in blocks)
+            assert labels[-1].startswith("tool schemas")
+            assert 0 < view["cache_prefix_end"] <= len([b for b in blocks if b.role == "system"])
+        last = session.inspect_call(4)
+        assert any(b.label.startswith("compression summary") for b in last["blocks"])
+        assert last["diff"]["added"] and last["previous"] == 3
+        second = session.inspect_call(2)
+        assert "message #2 (tool, read_file)" in [b.label for b in second["blocks"]]
+    finally:
+        await session.close()

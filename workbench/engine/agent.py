@@ -114,6 +114,9 @@ class Engine(ModelCalls, ToolCalls):
         self._active: dict[str, _Runtime] = {}
         self._held: dict[str, Claim] = {}  # R7: the claims of this engine's runs, by thread
         self._token_cache: dict[str, int] = {}
+        from workbench.engine.prompt_log import PromptLog
+
+        self.prompt_log: PromptLog | None = PromptLog(store)  # V1: every call can be rebuilt afterwards
 
     # -- events ------------------------------------------------------------------------------------
     def subscribe(self, listener: EventListener) -> Callable[[], None]:

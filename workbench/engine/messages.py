@@ -233,6 +233,9 @@ class ModelRequest:
     messages: tuple[Message, ...]
     tools: tuple[ToolSpec, ...] = ()
     settings: dict[str, Any] = field(default_factory=dict)
+    #: Bookkeeping wrappers leave for the engine, never sent (V1: ``compression_records``, how many of
+    #: the thread's compression records made the view).
+    meta: dict[str, Any] = field(default_factory=dict, compare=False)
 
     def replace(self, **changes: Any) -> ModelRequest:
         from dataclasses import replace

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 from workbench.engine.messages import Message, ModelDelta, ModelRequest, ModelResponse, clean_text
 from workbench.engine.middleware import AgentMiddleware, HookContext, Section, overrides
+from workbench.engine.prompt_log import PromptLog, PromptPart
 from workbench.engine.runtime import _active, _Runtime
 from workbench.engine.usage import Usage
 from workbench.errors import ModelError, RunError
@@ -25,15 +26,18 @@ class ModelCalls:
 
     agent: Agent
     _token_cache: dict[str, int]
+    prompt_log: PromptLog | None
 
     async def _system_prompt(self, rt: _Runtime) -> str:
         cacheable: list[Section] = []
         others: list[Section] = []
+        owners: dict[int, str] = {}
         for mw in self.agent.middleware:
             if overrides(mw, "sections"):
                 with _active(mw.name):
                     found = await mw.sections(HookContext(rt, mw))
                 for s in found:
+                    owners[id(s)] = mw.name
                     (cacheable if s.cacheable else others).append(s)
         sections = cacheable + others
         limit = self.agent.max_prompt_section_tokens
@@ -46,6 +50,9 @@ class ModelCalls:
             )
         parts = [self.agent.instructions] if self.agent.instructions else []
         parts.extend(s.text for s in sections if s.text)
+        # V1: what each part of the system prompt is, for the prompt log
+        rt.prompt_parts = [PromptPart("instructions", self.agent.instructions, True)] + [
+            PromptPart(f"section {s.name} ({owners.get(id(s), '?')})", s.text, s.cacheable) for s in sections]
         return "\n\n".join(parts)
 
     def _tokens(self, text: str) -> int:
@@ -79,12 +86,16 @@ class ModelCalls:
             try:
                 response = await task
             except BaseException:
+                estimate = None
                 if rt.partial:  # cut mid-stream (a stop, a dropped connection): the provider bills what it sent
-                    self._count(rt, self._estimated_response(request, rt.partial), estimated=True)
+                    estimate = self._estimated_response(request, rt.partial)
+                    self._count(rt, estimate, estimated=True)
+                self._log_prompt(rt, request, estimate.usage if estimate else None, "cut")
                 raise
             finally:
                 rt.model_task = None
             self._count(rt, response)
+            self._log_prompt(rt, request, _with_call(response.usage), "ok")
             return response
 
         call = innermost
@@ -104,6 +115,20 @@ class ModelCalls:
         if final is None:
             raise ModelError(f"model {self.agent.model.name!r} ended its stream without a response")
         return final
+
+    def _log_prompt(self, rt: _Runtime, request: ModelRequest, usage: Usage | None, status: str) -> None:
+        """V1: store what this call sent (never fails the run: the call itself counts)."""
+        log = self.prompt_log
+        if log is None:
+            return
+        try:
+            log.record(rt.thread_id, rt.run_id, rt.step, rt.prompt_parts, request,
+                       len(rt.state.get("messages") or ()), int(request.meta.get("compression_records", 0)),
+                       self.agent.model.name, usage, status)
+        except Exception:  # a full disk must not turn a good answer into a failed run
+            import logging
+
+            logging.getLogger(__name__).exception("could not store the prompt of run %s", rt.run_id)
 
     def _estimated_response(self, request: ModelRequest, text: str) -> ModelResponse:
         """A call cut mid-stream, as a response carrying the estimate of what it cost (``estimated_usage``)."""

@@ -59,6 +59,7 @@ class _Runtime:
         self._view: tuple[dict[str, Any], Mapping[str, Any]] | None = None
         self.claim: Claim | None = engine._held.get(thread_id)  # R7: every write checks it is still ours
         self.invocation = Invocation()  # what hooks see of this runtime as a cache key (M3, I2)
+        self.prompt_parts: list[Any] = []  # V1: the labelled parts of the last system prompt built
 
     @property
     def backend(self) -> Any:

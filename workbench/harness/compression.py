@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import json
 import re
+import sys
 import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -86,6 +87,8 @@ def compressed_view(messages: Sequence[Message], records: Sequence[Mapping[str, 
     """The model's view of a stored history (C5): every record's operations applied in order, every
     tool response capped at ``cap`` characters (C3; 0 = no cap). Pure: the stored messages are not
     changed; the same inputs give the same view."""
+    if not records and not any(m.role == "tool" and cap and len(m.content) > cap for m in messages):
+        return list(messages)  # nothing to change: the common case, every step of a short thread
     lead = _leading_system(messages)
     replaced: dict[int, str] = {}
     span: Mapping[str, Any] | None = None  # the newest summarise/drop range (it covers the earlier ones)
@@ -338,6 +341,7 @@ class CompressionMiddleware(AgentMiddleware):
         self._last: dict[str, tuple[int, int]] = {}  # thread -> (reported input tokens, view length then)
         self._warned: set[str] = set()
         self._forced: set[str] = set()
+        self._sums: dict[str, tuple[int, int, int, int]] = {}  # thread -> (records, view length, tokens by role)
 
     def bind(self, store: Store, summarizer: Summarizer | None, model_name: str = "") -> None:
         """Attach to the thread store, the summariser (a model call) and the model whose window sets
@@ -351,10 +355,11 @@ class CompressionMiddleware(AgentMiddleware):
         """C7: the input size that triggers a compression."""
         if self.config.max_input_tokens:
             return int(self.config.max_input_tokens)
-        if self._window is None and self._model_name:
-            self._window = context_window(self._model_name)  # once litellm is imported (lazily)
-            if self._window is not None:
-                self._model_name = ""
+        if self._window is None and self._model_name and "litellm" in sys.modules:
+            # asked once, when litellm is there (it is imported lazily): a model it does not know
+            # costs a raised exception per look-up
+            self._window = context_window(self._model_name)
+            self._model_name = ""
         if self._window:
             return int(self._window * WINDOW_SHARE)
         return DEFAULT_TRIGGER
@@ -391,11 +396,31 @@ class CompressionMiddleware(AgentMiddleware):
                      text=f"This thread's context is at {size:,} of {self.trigger:,} tokens: at the trigger, older "
                           "tool results are shortened and older messages summarised (nothing is deleted from "
                           "the thread). Compact now to do it at once, or raise compression.max_input_tokens.")
-        response = await call_next(request.replace(messages=tuple(view)))
+        response = await call_next(request.replace(messages=tuple(view),
+                                                    meta={**request.meta, "compression_records": len(records)}))
         if response.usage.input_tokens:
             self._last[ctx.thread_id] = (response.usage.input_tokens, len(view))
-        ctx.emit("context_measured", **measure(request, view, self.trigger, self._window, size))
+        ctx.emit("context_measured", **self._measure(ctx.thread_id, len(records), request, view, size))
         return response
+
+    def _measure(self, thread_id: str, n_records: int, request: ModelRequest, view: Sequence[Message],
+                 size: int) -> dict[str, Any]:
+        """``measure`` kept up incrementally: the view only grows between compressions, so only its new
+        messages are counted (the history may be 10,000 messages long: this runs every step)."""
+        cached = self._sums.get(thread_id)
+        if cached is None or cached[0] != n_records or cached[1] > len(view):
+            cached = (n_records, 0, 0, 0)
+        _, done, msgs, tools = cached
+        for m in view[done:]:
+            n = estimate((m,))
+            if m.role == "tool":
+                tools += n
+            else:
+                msgs += n
+        self._sums[thread_id] = (n_records, len(view), msgs, tools)
+        return {"tokens": size, "trigger": self.trigger, "window": self._window, "messages": len(view),
+                "parts": {"system_prompt": estimate((Message.system(request.system),)), "messages": msgs,
+                          "tool_results": tools, "tool_schemas": _schema_tokens(request)}}
 
     def _size(self, thread_id: str, view: Sequence[Message], fixed: int) -> int:
         last = self._last.get(thread_id)
@@ -506,8 +531,18 @@ def bind_compression(stack: Sequence[AgentMiddleware], store: Store, model_for: 
     return None
 
 
+_SCHEMA_TOKENS: dict[tuple[Any, ...], int] = {}
+
+
 def _schema_tokens(request: ModelRequest) -> int:
-    return sum(len(json.dumps(t.to_openai())) for t in request.tools) // CHARS_PER_TOKEN
+    key = tuple((t.name, t.description, len(t.parameters)) for t in request.tools)
+    n = _SCHEMA_TOKENS.get(key)
+    if n is None:
+        n = sum(len(json.dumps(t.to_openai())) for t in request.tools) // CHARS_PER_TOKEN
+        if len(_SCHEMA_TOKENS) > 64:
+            _SCHEMA_TOKENS.clear()
+        _SCHEMA_TOKENS[key] = n
+    return n
 
 
 def measure(request: ModelRequest, view: Sequence[Message], trigger: int, window: int | None,
