@@ -768,6 +768,11 @@ class Session:
             await self.stop()
         if self._delegation is not None and self._delegation.runner is not None:
             await self._delegation.runner.close()  # D5: its tasks stay pending in the store, recovered later
+        if self.engine.prompt_log is not None:
+            try:
+                self.engine.prompt_log.flush()
+            except Exception:  # the store may be gone (a deleted workspace): nothing else to keep
+                pass
         model = self.engine.agent.model
         close = getattr(model, "close", None)
         if callable(close):

@@ -63,6 +63,10 @@ class PromptLog:
         with store._lock:
             store._db.executescript(SCHEMA)
         self._known: set[str] = set()  # hashes this process stored or saw stored already
+        self._pending: list[tuple[Any, ...]] = []
+        self._seq: dict[str, int] = {}
+        self._flushed = time.monotonic()
+        self._tools: tuple[Any, str, list[str]] | None = None
 
     def record(self, thread_id: str, run_id: str, step: int, parts: Sequence[PromptPart], request: ModelRequest,
                stored_count: int, records_count: int, model: str, usage: Usage | None, status: str) -> int:
@@ -80,23 +84,57 @@ class PromptLog:
         for pos, m in enumerate(request.messages):
             if "task_notice" in m.meta:
                 injected.append({"pos": pos, "hash": ref(m.content), "label": f"task notice ({m.meta['task_notice']})"})
-        tools = json.dumps([t.to_openai() for t in request.tools], sort_keys=True)
+        key = tuple((t.name, t.description, id(t.parameters)) for t in request.tools)
+        cached = self._tools if self._tools is not None and self._tools[0] == key else None
+        if cached is None:
+            tools_json = json.dumps([t.to_openai() for t in request.tools], sort_keys=True)
+            cached = self._tools = (key, tools_json, [t.name for t in request.tools])
         record = {"system": system, "stored": stored_count, "records": records_count, "injected": injected,
-                  "tools": ref(tools), "tool_names": [t.name for t in request.tools], "model": model,
+                  "tools": ref(cached[1]), "tool_names": cached[2], "model": model,
                   "messages": len(request.messages), "status": status,
                   "usage": usage.to_dict() if usage is not None else None}
-        with self.store.transaction() as db:
-            for h, text in texts.items():
-                db.execute("INSERT OR IGNORE INTO prompt_texts(hash, text) VALUES (?,?)", (h, text))
-            row = db.execute("SELECT COALESCE(MAX(seq), 0) FROM prompt_calls WHERE thread_id=?", (thread_id,)).fetchone()
-            seq = int(row[0]) + 1
-            db.execute("INSERT INTO prompt_calls(thread_id, seq, run_id, step, created, record) VALUES (?,?,?,?,?,?)",
-                       (thread_id, seq, run_id, step, time.time(), json.dumps(record)))
+        seq = self._next_seq(thread_id)
+        self._pending.append((thread_id, seq, run_id, step, time.time(), json.dumps(record), texts))
         self._known.update(texts)
+        # Written in batches (one transaction for several calls, issue 9's budget of a step), and whenever
+        # anything reads the log: a crash loses at most the last second's records, never a run's data.
+        if len(self._pending) >= 16 or time.monotonic() - self._flushed > 1.0:
+            self.flush()
         return seq
+
+    def _next_seq(self, thread_id: str) -> int:
+        seq = self._seq.get(thread_id)
+        if seq is None:
+            with self.store._lock:
+                row = self.store._db.execute("SELECT COALESCE(MAX(seq), 0) FROM prompt_calls WHERE thread_id=?",
+                                             (thread_id,)).fetchone()
+            seq = int(row[0])
+        seq += 1
+        self._seq[thread_id] = seq
+        return seq
+
+    def flush(self) -> None:
+        """Write the records not written yet."""
+        self._flushed = time.monotonic()
+        pending, self._pending = self._pending, []
+        if not pending:
+            return
+        try:
+            with self.store.transaction() as db:
+                for thread_id, seq, run_id, step, created, record, texts in pending:
+                    for h, text in texts.items():
+                        db.execute("INSERT OR IGNORE INTO prompt_texts(hash, text) VALUES (?,?)", (h, text))
+                    db.execute("INSERT OR REPLACE INTO prompt_calls(thread_id, seq, run_id, step, created, record) "
+                               "VALUES (?,?,?,?,?,?)", (thread_id, seq, run_id, step, created, record))
+        except Exception:
+            for *_, texts in pending:
+                self._known.difference_update(texts)
+            self._seq.clear()  # numbered again from the store
+            raise
 
     def calls(self, thread_id: str) -> list[dict[str, Any]]:
         """Every stored call of a thread, oldest first (``seq``, ``run``, ``step``, ``time`` and the record)."""
+        self.flush()
         with self.store._lock:
             rows = self.store._db.execute(
                 "SELECT seq, run_id, step, created, record FROM prompt_calls WHERE thread_id=? ORDER BY seq",
@@ -104,16 +142,20 @@ class PromptLog:
         return [{"seq": r[0], "run": r[1], "step": r[2], "time": r[3], **json.loads(r[4])} for r in rows]
 
     def text(self, h: str) -> str:
+        self.flush()
         with self.store._lock:
             row = self.store._db.execute("SELECT text FROM prompt_texts WHERE hash=?", (h,)).fetchone()
         return row[0] if row else ""
 
     def delete_thread(self, thread_id: str) -> None:
+        self.flush()
+        self._seq.pop(thread_id, None)
         with self.store.transaction() as db:
             db.execute("DELETE FROM prompt_calls WHERE thread_id=?", (thread_id,))
 
     def size(self) -> int:
         """Bytes of the two tables' payload (the benchmark's store overhead)."""
+        self.flush()
         with self.store._lock:
             a = self.store._db.execute("SELECT COALESCE(SUM(LENGTH(text)), 0) FROM prompt_texts").fetchone()[0]
             b = self.store._db.execute("SELECT COALESCE(SUM(LENGTH(record)), 0) FROM prompt_calls").fetchone()[0]
