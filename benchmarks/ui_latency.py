@@ -11,7 +11,14 @@ A second case (Q1) plays the same session with 20 pending decisions waiting in t
 sight and refreshed as the run starts and ends); it also times one inbox refresh (reading the 20 from the
 store and rebuilding the list). Same targets. ``--pending 0`` skips it.
 
-    QT_QPA_PLATFORM=offscreen python benchmarks/ui_latency.py [--steps 50] [--chunks 2000] [--pending 20]
+A third case (issue 11) has the agent launch ``--tasks`` (8) background sub-agent tasks at once, each its
+own sub-agent on its own model name, all running side by side on the window's event loop: each task
+streams 10 tool steps (20 chunks each, a ~2 KB file read each) and a 200-chunk answer, so 8 tasks stream
+3,200 chunks and make 88 model calls together while the Tasks board gets their ``task_progress``
+events. The ticks run from sending the prompt until every task has settled. Same targets. ``--tasks 0``
+skips it.
+
+    QT_QPA_PLATFORM=offscreen python benchmarks/ui_latency.py [--steps 50] [--chunks 2000] [--pending 20] [--tasks 8]
 """
 
 from __future__ import annotations
@@ -56,6 +63,41 @@ def build_script(steps: int, chunks: int) -> list[dict[str, object]]:
     return replies
 
 
+TASK_STEPS, TASK_STEP_CHUNKS, TASK_ANSWER_CHUNKS = 10, 20, 200
+
+
+def build_task_script(tasks: int) -> dict[str, list[dict[str, object]]]:
+    """Replies by model name (the stub's script_for): the parent launches ``tasks`` background tasks and
+    answers; each sub-agent ``subK`` streams TASK_STEPS tool steps and an answer."""
+    launches = [[f"delegate_to_sub{k}", {"task": f"Read the docs, part set {k}.", "background": True}, f"call_sub{k}"]
+                for k in range(1, tasks + 1)]
+    out: dict[str, list[dict[str, object]]] = {
+        "test-model": [{"text": "Launching the readers. ", "tool_calls": launches, "usage": [800, 40 * tasks]},
+                       {"text": "Launched; they report back when done.", "usage": [900, 9]}]}
+    for k in range(1, tasks + 1):
+        replies: list[dict[str, object]] = []
+        for i in range(TASK_STEPS):
+            replies.append({
+                "text": " ".join(f"s{k}-{i}-w{j}" for j in range(TASK_STEP_CHUNKS)) + " ",
+                "chunks": TASK_STEP_CHUNKS, "chunk_delay": 0.002,
+                "tool_calls": [["read_file", {"path": f"/project/docs/part{(i + k) % 10}.md"}, f"call_{k}_{i}"]],
+                "usage": [1000 + 600 * i, 40],
+            })
+        words = [f"word{j}" + ("\n" if j % 12 == 11 else " ") for j in range(TASK_ANSWER_CHUNKS)]
+        replies.append({"text": "".join(words) + "\n\nDone.", "chunks": TASK_ANSWER_CHUNKS, "chunk_delay": 0.002,
+                        "usage": [1000 + 600 * TASK_STEPS, TASK_ANSWER_CHUNKS]})
+        out[f"sub{k}"] = replies
+    return out
+
+
+def subagents_yaml(tasks: int) -> str:
+    agents = "".join(f"    - {{name: sub{k}, description: Reads docs., model: openai/sub{k}}}\n"
+                     for k in range(1, tasks + 1))
+    return ("permissions:\n  rules:\n    - {allow: read, path: \"/**\"}\n    - {allow: invoke, tool: \"delegate_to_*\"}\n"
+            f"subagents:\n  async: true\n  max_concurrent: {tasks}\n  max_delegations: {tasks}\n"
+            f"  history_length: 0\n  agents:\n{agents}")
+
+
 def percentile(values: list[float], q: float) -> float:
     ordered = sorted(values)
     k = max(0, min(len(ordered) - 1, round(q / 100 * (len(ordered) - 1))))
@@ -81,7 +123,7 @@ async def leave_pending(workspace: Path, count: int, per_thread: int = 4) -> Non
         made += n
 
 
-async def measure(url: str, workspace: Path, steps: int, pending: int = 0) -> dict[str, object]:
+async def measure(url: str, workspace: Path, steps: int, pending: int = 0, tasks: int = 0) -> dict[str, object]:
     from PySide6.QtCore import Qt, QTimer
 
     from workbench.config import UserSettings
@@ -129,15 +171,29 @@ async def measure(url: str, workspace: Path, steps: int, pending: int = 0) -> di
     timer.setInterval(10)
     timer.timeout.connect(lambda: ticks.append(time.perf_counter()))
     timer.start()
+    progress: list[object] = []
+    unsubscribe = session.subscribe(lambda e: progress.append(e) if e.type == "task_progress" else None,
+                                    replay=False)
     started = time.perf_counter()
-    status = await window.send(f"Read the {steps} parts and summarise them.")
+    if tasks:
+        status = await window.send(f"Have the {tasks} readers read the docs in the background.")
+        if not await session.wait_for_tasks(600):  # the ticks go on until every task has settled
+            raise RuntimeError("the background tasks did not settle within 600 s")
+    else:
+        status = await window.send(f"Read the {steps} parts and summarise them.")
     elapsed = time.perf_counter() - started
     timer.stop()
+    unsubscribe()
     gaps = [(b - a) * 1000 for a, b in zip(ticks, ticks[1:])]
     rows = len(window.transcript.tool_rows())
     answer = window.transcript.messages()[-1].text
     if pending:
         inbox["inbox_after_run"] = window.desk.count
+    if tasks:
+        records = session.tasks()
+        inbox["tasks"] = {t.status: sum(1 for r in records if r.status == t.status) for t in records}
+        inbox["task_progress_events"] = len(progress)
+        inbox["task_model_calls"] = sum(t.usage.calls for t in records)
     await window.wait_closed()
     return {
         **inbox,
@@ -160,17 +216,24 @@ def main() -> int:
     parser.add_argument("--chunks", type=int, default=2000)
     parser.add_argument("--pending", type=int, default=20,
                         help="also measure with this many decisions waiting in the inbox (0: skip)")
+    parser.add_argument("--tasks", type=int, default=8,
+                        help="also measure with this many background sub-agent tasks streaming at once (0: skip)")
     parser.add_argument("--json", action="store_true", help="print the figures as one JSON object")
     args = parser.parse_args()
-    cases = [("plain", 0)] + ([("inbox", args.pending)] if args.pending > 0 else [])
-    results = {name: run_case(args, pending) for name, pending in cases}
+    cases = [("plain", 0, 0)] + ([("inbox", args.pending, 0)] if args.pending > 0 else []) \
+        + ([("tasks", 0, args.tasks)] if args.tasks > 0 else [])
+    results = {name: run_case(args, pending, tasks) for name, pending, tasks in cases}
     if args.json:
         print(json.dumps(results if len(results) > 1 else results["plain"]))
         return 0
     for name, figures in results.items():
         label = f", {figures.get('inbox_pending')} decisions waiting in the inbox" if name == "inbox" else ""
-        print(f"ui_latency: {args.steps} tool steps, {args.chunks} streamed chunks, through the window and "
-              f"litellm{label}")
+        if name == "tasks":
+            print(f"ui_latency: {args.tasks} background sub-agent tasks at once, each {TASK_STEPS} tool steps and "
+                  f"{TASK_STEPS * TASK_STEP_CHUNKS + TASK_ANSWER_CHUNKS} streamed chunks, through the window and litellm")
+        else:
+            print(f"ui_latency: {args.steps} tool steps, {args.chunks} streamed chunks, through the window and "
+                  f"litellm{label}")
         for key, value in figures.items():
             print(f"  {key:22} {value}")
         ok = figures["gap_p99_ms"] < 16 and figures["gap_max_ms"] < 50
@@ -178,7 +241,7 @@ def main() -> int:
     return 0
 
 
-def run_case(args: argparse.Namespace, pending: int) -> dict[str, object]:
+def run_case(args: argparse.Namespace, pending: int, tasks: int = 0) -> dict[str, object]:
     """One measured session in a fresh workspace and stub server."""
     tmp = Path(tempfile.mkdtemp(prefix="workbench-ui-latency-"))
     os.environ["WORKBENCH_CONFIG_DIR"] = str(tmp / "config")
@@ -186,7 +249,7 @@ def run_case(args: argparse.Namespace, pending: int) -> dict[str, object]:
     os.environ["OPENAI_API_KEY"] = "sk-bench"
     os.environ["WORKBENCH_TRUST"] = "1"  # W1: our own workspace names the stub as api_base: trust it
     script = tmp / "script.json"
-    script.write_text(json.dumps(build_script(args.steps, args.chunks)))
+    script.write_text(json.dumps(build_task_script(tasks) if tasks else build_script(args.steps, args.chunks)))
     server = subprocess.Popen([sys.executable, "-m", "tests.stub_server", "--port", "0", "--script", str(script)],
                               cwd=ROOT, stdout=subprocess.PIPE, text=True)
     try:
@@ -196,10 +259,11 @@ def run_case(args: argparse.Namespace, pending: int) -> dict[str, object]:
         (ws / "docs").mkdir(parents=True)
         for i in range(10):
             (ws / "docs" / f"part{i}.md").write_text(f"# Part {i}\n\n" + ("Some notes about the project. " * 70))
-        (ws / "workbench.yaml").write_text(f"model: openai/test-model\napi_base: {url}\n")
+        (ws / "workbench.yaml").write_text(f"model: openai/test-model\napi_base: {url}\n"
+                                           + (subagents_yaml(tasks) if tasks else ""))
         from workbench.ui.qt_async import run
 
-        figures = run(measure(url, ws, args.steps, pending))
+        figures = run(measure(url, ws, args.steps, pending, tasks))
     finally:
         server.terminate()
         server.wait(10)

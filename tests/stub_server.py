@@ -438,18 +438,23 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m tests.stub_server", description=__doc__)
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--port", type=int, default=0)
-    parser.add_argument("--script", help="a JSON file holding a list of replies (StubReply fields or text)")
+    parser.add_argument("--script", help="a JSON file holding a list of replies (StubReply fields or text), or "
+                        "an object of such lists by model name (as script_for; \"*\": the common script)")
     parser.add_argument("--auto-ls", action="store_true",
                         help="once the script is used up, answer from the conversation (see the module doc)")
     parser.add_argument("--log-arrivals", action="store_true",
                         help="print 'REQUEST <time.time()>' on stdout as each chat request arrives")
     args = parser.parse_args(argv)
     items: list[Any] = []
+    by_model: dict[str, list[Any]] = {}
     if args.script:
         with open(args.script, encoding="utf-8") as fh:
             items = json.load(fh)
-        if not isinstance(items, list):
-            parser.error(f"{args.script}: expected a JSON list of replies")
+        if isinstance(items, dict):  # {"*": [...], "<model>": [...]}: replies per model name (script_for)
+            by_model = {str(k): v for k, v in items.items() if k != "*"}
+            items = items.get("*", [])
+        if not isinstance(items, list) or not all(isinstance(v, list) for v in by_model.values()):
+            parser.error(f"{args.script}: expected a JSON list of replies, or an object of such lists by model")
     done = threading.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):  # before the URL is printed: a caller may stop us at once
         signal.signal(sig, lambda *_: done.set())
@@ -459,6 +464,8 @@ def main(argv: list[str] | None = None) -> int:
         server.on_arrival = lambda t: print(f"REQUEST {t:.6f}", flush=True)
     server.start()
     server.script(*items)
+    for model, replies in by_model.items():
+        server.script_for(model, *replies)
     print(server.url, flush=True)
     try:
         while not done.wait(0.5):

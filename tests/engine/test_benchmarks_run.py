@@ -1,4 +1,5 @@
-"""benchmarks/peers.py and benchmarks/first_request.py still run (issue 9), offline.
+"""benchmarks/peers.py and benchmarks/first_request.py (issue 9) and benchmarks/delegation.py (issue 11)
+still run, offline.
 
 Only the sides that need no download: this project and the standard-library floor (the peers' venvs
 come from a package index, so they are never built here: naming no peer side means none is
@@ -42,3 +43,14 @@ def test_first_request_script_times_the_cli_and_the_floor() -> None:
     assert re.search(r"run 1\s+workbench\s+first request after [\d.]+ s", out), out
     assert re.search(r"this project: workbench run\s+[\d.]+\s+[\d.]+", out), out
     assert re.search(r"reference: http.client, one streamed call\s+[\d.]+\s+[\d.]+", out), out
+
+
+@pytest.mark.timeout(300)
+def test_delegation_script_runs_eight_background_tasks_against_the_stub() -> None:
+    out = _run("delegation.py", "--quick")  # 50 ms latency, one round
+    assert re.search(r"parent wall, 1 task\s+[\d.]+ s", out), out
+    assert re.search(r"parent wall, 8 tasks\s+[\d.]+ s .*8 ran at once", out), out  # max_concurrent 8: none queued
+    assert re.search(r"Python heap \(tracemalloc\)\s+[\d.]+ MB per task", out), out
+    assert re.search(r"resident set \(VmRSS sampled\)\s+[\d.]+ MB per task", out), out
+    assert re.search(r"the 8 tasks\s+40 model calls", out), out  # 8 tasks x (4 ls + 1 answer)
+    assert re.search(r"target: parent wall with 8 tasks / with 1 = [\d.]+ / [\d.]+ = [\d.]+ <= 1.5", out), out

@@ -1,4 +1,4 @@
-"""The headless command line (DESIGN §6): ``workbench run | resume | threads | show``.
+"""The headless command line (DESIGN §6): ``workbench run | resume | threads | show | tasks``.
 
 ``workbench`` with no arguments opens the window. Everything else talks to the ``Session`` facade
 only. Exit codes are a public interface:
@@ -13,10 +13,15 @@ in the same invocation would otherwise end several times), the summary line repl
 ``resume`` continues a suspended run with decisions, or, when nothing is pending but the thread's last
 run was cut off (failed, or in flight when the process died), recovers it from its last checkpoint.
 
+``run`` and ``resume`` then wait for the thread's background sub-agent tasks (D7), answering their
+questions as ``--approve`` says, unless ``--detach``; a task left waiting for a decision makes a done
+run exit 4. ``--json`` prints their ``task_started`` / ``task_settled`` / ``task_progress`` events too.
+
 Nothing heavy is imported at module level: ``workbench --help`` must stay instant.
 
 The package: ``codes`` (exit codes, ``UsageError``), ``output`` (printing), ``decide`` (answers and
-terminal prompts), ``run`` (run / resume), ``threads`` (threads / show); this module holds the parser
+terminal prompts), ``run`` (run / resume), ``threads`` (threads / show), ``tasks`` (tasks, and waiting for
+a run's background tasks); this module holds the parser
 and ``main`` and re-exports the names other code imports from ``workbench.cli``.
 """
 
@@ -67,14 +72,20 @@ __all__ = [  # the names importable from ``workbench.cli`` before it became a pa
 _EPILOG = """\
 exit codes: 0 done, 1 failed, 2 usage or configuration error, 3 aborted (budget, stop),
             4 interrupted (decisions pending: continue with `workbench resume`)
-Ctrl-C stops a run in flight (it ends aborted, exit 3); at an approval prompt it leaves the run
-suspended (exit 4)."""
+Ctrl-C stops a run in flight (it ends aborted, exit 3) and its background tasks; at an approval
+prompt it leaves the run suspended (exit 4); while waiting for background tasks it aborts them."""
+
+_DETACH_HELP = (
+    "exit when the run ends, without waiting for the thread's background sub-agent tasks (they stay pending "
+    "in the workspace and go on the next time it is opened: `workbench resume --thread ID` waits for them)"
+)
 
 _RESUME_HELP = """\
 Continue a thread. If its run is suspended (tool approvals, budget holds), answer the pending
 questions with --approve / --budget-approve (or at the terminal) and carry on. If nothing is pending
 but the thread's last run was cut off (it failed, or the process died mid-run), re-run the step in
-flight from the last checkpoint (recover). A thread with nothing to continue exits 2."""
+flight from the last checkpoint (recover). If only its background sub-agent tasks are left (unsettled,
+or waiting for decisions), wait for them. A thread with nothing to continue exits 2."""
 
 
 # ------------------------------------------------------------------------------------------------------
@@ -136,6 +147,7 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("--api-base", metavar="URL", help="OpenAI-compatible base URL (overrides workbench.yaml)")
     run.add_argument("--thread", metavar="ID", help="continue this thread with a new turn")
     run.add_argument("prompt", metavar="PROMPT", help="the user message")
+    run.add_argument("--detach", action="store_true", help=_DETACH_HELP)
 
     resume = sub.add_parser(
         "resume",
@@ -146,6 +158,7 @@ def _parser() -> argparse.ArgumentParser:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     resume.add_argument("--thread", metavar="ID", required=True, help="the thread to continue")
+    resume.add_argument("--detach", action="store_true", help=_DETACH_HELP)
 
     threads = sub.add_parser("threads", parents=[common], help="list the workspace's threads")
     threads.add_argument("--json", action="store_true", help="one JSON object per thread")
@@ -157,6 +170,17 @@ def _parser() -> argparse.ArgumentParser:
     )
     show.add_argument("thread", metavar="THREAD", help="the thread id")
     show.add_argument("--json", action="store_true", help="print one JSON object")
+
+    tasks = sub.add_parser(
+        "tasks",
+        parents=[common],
+        help="list the workspace's sub-agent tasks",
+        description="List sub-agent tasks (every thread's, or those one thread launched): id, agent, status, "
+        "elapsed time, tokens, cost, last tool and a short description. Reads the workspace's store only: "
+        "nothing is started or recovered.",
+    )
+    tasks.add_argument("--thread", metavar="ID", help="only the tasks this thread launched")
+    tasks.add_argument("--json", action="store_true", help="one JSON object per task")
     return parser
 
 
@@ -179,6 +203,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             return asyncio.run(_threads(workspace, args))
         if args.command == "show":
             return asyncio.run(_show(workspace, args))
+        if args.command == "tasks":
+            from workbench.cli.tasks import _tasks
+
+            return asyncio.run(_tasks(workspace, args))
         return _run_command(workspace, args)
     except KeyboardInterrupt:
         _err("workbench: interrupted")

@@ -54,16 +54,19 @@ class _Decider:
         self.output = output
         self.always: set[str] = set()  # tools the user answered "always" for, in this invocation
 
-    def decide_all(self, pending: Sequence[Question]) -> dict[str, dict[str, Any]] | None:
+    def decide_all(self, pending: Sequence[Question], source: str = "") -> dict[str, dict[str, Any]] | None:
+        """``source`` names who asks when it is not this run: ``sub-agent writer, task writer:ab12cd34``
+        (a background task's questions, D9); the terminal prompts say it."""
         decisions: dict[str, dict[str, Any]] = {}
         for q in pending:
-            d = self.decide(q)
+            d = self.decide(q, source)
             if d is None:
                 return None
             decisions[q.id] = d
         return decisions
 
-    def decide(self, q: Question) -> dict[str, Any] | None:
+    def decide(self, q: Question, source: str = "") -> dict[str, Any] | None:
+        self._source = source or _asker(q.payload)
         if q.kind == "tool_approval":
             tool = str(q.payload.get("tool") or "")
             if self.approve == "all" or tool in self.always:
@@ -100,9 +103,14 @@ class _Decider:
             raise _Suspended()
         return line.strip()
 
+    _source = ""
+
+    def _from(self) -> str:
+        return f" ({self._source})" if self._source else ""
+
     def _ask_tool(self, q: Question) -> dict[str, Any]:
         p = q.payload
-        self.output.line(f"approval needed: {p.get('tool')}")
+        self.output.line(f"approval needed: {p.get('tool')}{self._from()}")
         for key, value in (p.get("arguments") or {}).items():
             self.output.line(f"  {key}: {_short(value, 200)}")
         if p.get("reason"):
@@ -121,7 +129,7 @@ class _Decider:
     def _ask_budget(self, q: Question) -> dict[str, Any]:
         """G11: the prompt speaks in amounts, as the window's dialog: "allow 300 more tokens (the run
         may go on until 600 tokens)?"; y allows the configured limit again, a number that amount."""
-        self.output.line("budget hold: " + _question_summary(q.kind, q.payload))
+        self.output.line(f"budget hold{self._from()}: " + _question_summary(q.kind, q.payload))
         fields = [(f, s, cap) for f, s, _lim, cap in hold_fields(q.payload) if cap > 0]
         spent = {f: s for f, s, _c in fields}
         default = {f: cap for f, _s, cap in fields}
@@ -152,7 +160,7 @@ class _Decider:
                 self.output.line("  answer y, n" + (", or an amount over 0 (e.g. 500 or 0.25)" if len(default) == 1 else ""))
 
     def _ask_other(self, q: Question) -> dict[str, Any]:
-        self.output.line(f"{q.kind}: {_short(q.payload, 300)}")
+        self.output.line(f"{q.kind}{self._from()}: {_short(q.payload, 300)}")
         while True:
             answer = self._input("[y]es / [n]o, or type an answer: ")
             if answer.lower() in ("y", "yes"):
@@ -162,6 +170,14 @@ class _Decider:
             if answer:
                 return {"decision": "respond", "message": answer}
 
+
+
+def _asker(payload: Any) -> str:
+    """Who asks, when a foreground sub-agent's question comes through this run (D4: its payload names
+    the agent and the task), else ""."""
+    agent = payload.get("agent") if hasattr(payload, "get") else None
+    task = payload.get("task_id") if hasattr(payload, "get") else None
+    return f"sub-agent {agent}, task {task}" if agent and task else ""
 
 
 def _amount(text: str) -> float | int | None:

@@ -10,7 +10,7 @@ import logging
 import os
 import sys
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, TextIO
 
 if TYPE_CHECKING:
@@ -132,6 +132,8 @@ class _Output:
         self._mid_line = False  # stdout's last character was not a newline
         self._calls: dict[str, tuple[str, Any]] = {}
         self._broken = False
+        #: task id -> its error, for the settling line of a task that failed (set by the run command)
+        self.task_error: Callable[[str], str | None] | None = None
 
     # -- low level -----------------------------------------------------------------------------------
     def _write(self, stream: TextIO, text: str) -> None:
@@ -160,14 +162,21 @@ class _Output:
 
     # -- events --------------------------------------------------------------------------------------
     def on_event(self, event: Event) -> None:
-        if event.run_id:
+        if event.run_id:  # events posted outside a run (a background task settling after it) have none
             self.run_id = event.run_id
-        self.step = event.step
+            self.step = event.step
         if self.as_json:
             if event.type != "run_finished":  # the summary line replaces the engine's (see the module doc)
                 self.json_line(event_dict(event))
             return
         d = event.data
+        if event.type == "task_started":
+            how = "in the background" if d.get("background") else "in the foreground"
+            self.line(f"task {d.get('task_id')} started {how}")
+            return
+        if event.type == "task_settled":
+            self.line(task_settled_line(d, self.task_error(str(d.get("task_id"))) if self.task_error else None))
+            return
         if event.type == "model_delta":
             text = d.get("text") or ""
             if text:
@@ -195,7 +204,9 @@ class _Output:
             self.line(f"budget hold: {d.get('field')} {d.get('spent')} of {d.get('limit')}")
 
     # -- the end -------------------------------------------------------------------------------------
-    def finish(self, result: RunResult, session: Session, hint: str | None) -> None:
+    def finish(self, result: RunResult, session: Session, hint: str | None,
+               waiting: Sequence[tuple[Any, Sequence[Question]]] = ()) -> None:
+        """The run's end; ``waiting``: its background tasks left waiting for a decision, with their questions."""
         usage = result.usage
         usage_dict = usage.to_dict() if hasattr(usage, "to_dict") else dict(usage or {})
         thread = result.thread_id or session.thread_id
@@ -216,10 +227,14 @@ class _Output:
                 final["error"] = result.error
             if result.pending:
                 final["pending"] = [q.to_dict() for q in result.pending]
+            if waiting:
+                final["tasks_waiting"] = [{"task_id": t.id, "agent": t.agent, "thread": t.child_thread,
+                                           "pending": [q.to_dict() for q in qs]} for t, qs in waiting]
             if hint:
                 final["resume"] = hint
             if result.status == "interrupted":
-                self._print_pending(result.pending, hint)
+                self._print_pending(result.pending, None if waiting else hint)
+            self._print_waiting(waiting, hint)
             self.json_line(final)
             return
         if result.status in ("done", "aborted") and result.answer and not self.streamed:
@@ -229,11 +244,24 @@ class _Output:
             self._write(self.out, "\n")
             self._mid_line = False
         if result.status == "interrupted":
-            self._print_pending(result.pending, hint)
+            self._print_pending(result.pending, None if waiting else hint)
+        self._print_waiting(waiting, hint)
         reason = ""
         if result.status == "aborted" and result.error:
             reason = f" ({_one_line(result.error, 160)})"
+        if waiting:
+            reason += f", {len(waiting)} background task{'s' if len(waiting) != 1 else ''} waiting for decisions"
         self.line(f"[{result.status}{reason}] thread {thread} · {format_usage(usage_dict)}")
+
+    def _print_waiting(self, waiting: Sequence[tuple[Any, Sequence[Question]]], hint: str | None) -> None:
+        if not waiting:
+            return
+        from workbench.cli.tasks import task_waiting_lines
+
+        for text in task_waiting_lines(waiting):
+            self.line(text)
+        if hint:
+            self.line(f"to continue: {hint}")
 
     def _print_pending(self, pending: Sequence[Question], hint: str | None) -> None:
         if pending:
@@ -244,6 +272,23 @@ class _Output:
         if hint:
             self.line(f"to continue: {hint}")
 
+
+
+def task_figures(usage: Any) -> str:
+    """``1,234 tokens`` (``, $0.0012`` when the model is priced)."""
+    u = usage.to_dict() if hasattr(usage, "to_dict") else dict(usage or {})
+    text = f"{int(u.get('total_tokens') or 0):,} tokens"
+    if u.get("cost_usd") is not None:
+        text += f", ${float(u['cost_usd']):.4f}"
+    return text
+
+
+def task_settled_line(data: Mapping[str, Any], error: str | None = None) -> str:
+    """``task researcher:ab12cd34 completed (1,234 tokens)``, and what stopped it when it did not complete."""
+    line = f"task {data.get('task_id')} {data.get('status')} ({task_figures(data.get('usage'))})"
+    if error and data.get("status") != "completed":
+        line += f": {_one_line(error, 200)}"
+    return line
 
 
 def _question_summary(kind: str, p: Mapping[str, Any]) -> str:

@@ -1,4 +1,5 @@
-"""``workbench run`` and ``workbench resume``: open the session, drive the run, answer, stop on Ctrl-C."""
+"""``workbench run`` and ``workbench resume``: open the session, drive the run, answer, stop on Ctrl-C, then
+wait for the thread's background tasks unless ``--detach`` (``tasks.py``)."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from workbench.cli.codes import CUT_OFF, EXIT_FAILED, EXIT_INTERRUPTED, STATUS_EXIT, UsageError
+from workbench.cli.codes import CUT_OFF, EXIT_DONE, EXIT_FAILED, EXIT_INTERRUPTED, STATUS_EXIT, UsageError
 from workbench.cli.decide import _Decider, _Suspended, _trust_decision
 from workbench.cli.output import _err, _Output
 
@@ -49,11 +50,18 @@ async def _run_async(workspace: Path, args: argparse.Namespace) -> int:
         _err(f"workbench: {notice}")
     try:
         unsubscribe = session.subscribe(output.on_event, replay=False)
+        output.task_error = lambda task_id: getattr(session.task(task_id), "error", None)
         try:
             return await _drive(session, workspace, args, output, decider)
         finally:
             unsubscribe()
     finally:
+        import warnings
+
+        # Closing cuts the model calls of background tasks still running (--detach, another thread's
+        # recovered tasks, D5): litellm then drops the stream coroutine its executor hop returned, and
+        # Python warns at exit that it was never awaited. Nothing is lost (the task is recovered later).
+        warnings.filterwarnings("ignore", message=r"coroutine .* was never awaited", category=RuntimeWarning)
         await session.close()
 
 
@@ -61,9 +69,12 @@ async def _run_async(workspace: Path, args: argparse.Namespace) -> int:
 async def _drive(
     session: Session, workspace: Path, args: argparse.Namespace, output: _Output, decider: _Decider
 ) -> int:
+    from workbench.cli.tasks import abort_tasks, detached_note, wait_for_background
     from workbench.engine.middleware import RunResult
 
-    first: Callable[[], Awaitable[RunResult]]
+    first: Callable[[], Awaitable[RunResult]] | None = None
+    result: RunResult | None = None
+    detach = bool(getattr(args, "detach", False))
     if args.command == "run":
         if session.pending:
             raise UsageError(
@@ -81,11 +92,12 @@ async def _drive(
                 decisions = None
             if decisions is None:
                 result = _suspended_result(session, pending)
-                output.finish(result, session, _resume_hint(workspace, session.thread_id, pending))
-                return EXIT_INTERRUPTED
-            first = lambda: session.resume(decisions)  # noqa: E731
+            else:
+                first = lambda: session.resume(decisions)  # noqa: E731
         elif session.status in CUT_OFF:
             first = session.recover
+        elif not detach and _has_unsettled_tasks(session):
+            result = _last_result(session)  # nothing of the run to continue: its background tasks go on
         else:
             status = session.status
             ended = "has no run yet" if status == "new" else f"its last run ended {status}"
@@ -95,19 +107,49 @@ async def _drive(
             )
 
     stopper = _Stopper(session)
-    result = await stopper.call(first)
-    while result.status == "interrupted" and result.pending and not stopper.stopped:
-        try:
-            decisions = decider.decide_all(result.pending)
-        except _Suspended:
-            decisions = None
-        if decisions is None:
-            break
-        result = await stopper.call(lambda: session.resume(decisions))
-    hint = _resume_hint(workspace, result.thread_id or session.thread_id, result.pending) \
-        if result.status == "interrupted" else None
-    output.finish(result, session, hint)
-    return STATUS_EXIT.get(result.status, EXIT_FAILED)
+    if first is not None:
+        result = await stopper.call(first)
+        while result.status == "interrupted" and result.pending and not stopper.stopped:
+            try:
+                decisions = decider.decide_all(result.pending)
+            except _Suspended:
+                decisions = None
+            if decisions is None:
+                break
+            result = await stopper.call(lambda: session.resume(decisions))
+    assert result is not None
+    # D7: the thread's background tasks — aborted with a run stopped by Ctrl-C, else waited for
+    # (their questions answered as --approve says) unless --detach.
+    waiting: list[Any] = []
+    if stopper.stopped:
+        await abort_tasks(session, output)
+    elif detach:
+        detached_note(session, output)
+    else:
+        waiting = await wait_for_background(session, output, decider)
+    questions = [*(result.pending if result.status == "interrupted" else ()), *(q for _t, qs in waiting for q in qs)]
+    hint = _resume_hint(workspace, result.thread_id or session.thread_id, questions) \
+        if result.status == "interrupted" or waiting else None
+    output.finish(result, session, hint, waiting)
+    code = STATUS_EXIT.get(result.status, EXIT_FAILED)
+    return EXIT_INTERRUPTED if waiting and code == EXIT_DONE else code  # a task's own end never changes it
+
+
+def _has_unsettled_tasks(session: Session) -> bool:
+    from workbench.cli.tasks import _unsettled
+
+    return bool(_unsettled(session))
+
+
+def _last_result(session: Session) -> RunResult:
+    """The thread's last run as a RunResult (``resume`` on a thread whose only work left is its tasks)."""
+    from workbench.engine.middleware import RunResult
+    from workbench.engine.usage import Usage
+
+    run = session.last_run
+    status = run.status if run is not None and run.status in STATUS_EXIT else "done"
+    return RunResult(status, "", run.usage if run is not None else Usage(), (), None, session.thread_id,
+                     run.id if run is not None else "")
 
 
 def _suspended_result(session: Session, pending: Sequence[Question]) -> RunResult:
@@ -124,12 +166,16 @@ class _Stopper:
     """Ctrl-C (or SIGTERM) while a run is in flight stops it (it ends ``aborted``: exit 3).
 
     The handler is installed only around the run itself, so Ctrl-C at an approval prompt still
-    interrupts the prompt. A second Ctrl-C gives up waiting for the run to wind down.
+    interrupts the prompt. A second Ctrl-C gives up waiting for the run to wind down. ``stop`` and
+    ``what`` replace what the first Ctrl-C does and says (waiting for background tasks: abort them).
     """
 
-    def __init__(self, session: Session) -> None:
+    def __init__(self, session: Session, *, stop: Callable[[], Awaitable[None]] | None = None,
+                 what: str = "stopping the run") -> None:
         self.session = session
         self.stopped = False
+        self._stop = stop or session.stop
+        self._what = what
         self._stop_task: asyncio.Task[None] | None = None
         self._main: asyncio.Task[Any] | None = None
 
@@ -139,10 +185,10 @@ class _Stopper:
                 self._main.cancel()
             return
         self.stopped = True
-        _err("\nworkbench: stopping the run (Ctrl-C again to quit at once)")
-        self._stop_task = asyncio.ensure_future(self.session.stop())
+        _err(f"\nworkbench: {self._what} (Ctrl-C again to quit at once)")
+        self._stop_task = asyncio.ensure_future(self._stop())
 
-    async def call(self, start: Callable[[], Awaitable[RunResult]]) -> RunResult:
+    async def call(self, start: Callable[[], Awaitable[Any]]) -> Any:
         loop = asyncio.get_running_loop()
         installed: list[int] = []
         for sig in (signal.SIGINT, getattr(signal, "SIGTERM", None)):
@@ -163,7 +209,7 @@ class _Stopper:
                 raise KeyboardInterrupt from None
             except KeyboardInterrupt:  # no signal handler (Windows): stop and wait for the abort
                 self.stopped = True
-                await self.session.stop()
+                await self._stop()
                 return await self._main
         finally:
             for sig in installed:
