@@ -509,3 +509,60 @@ async def test_d9_an_approved_delegation_is_not_asked_again_when_its_sub_agent_a
         assert (ws / "z").read_text() == "z"
     finally:
         await session.close()
+
+
+_HOLDER = r"""
+import asyncio, sys
+from workbench.session import Session
+
+async def main() -> None:
+    session = await Session.open(sys.argv[1], api_key="sk-test")
+    await session.run("Launch both")
+    while sorted(t.status for t in session.tasks()) != ["pending", "queued"]:
+        await asyncio.sleep(0.05)
+    print("READY", flush=True)
+    await asyncio.sleep(600)
+
+asyncio.run(main())
+"""
+
+
+async def test_d5_another_process_opening_the_workspace_never_takes_a_live_processs_tasks(
+        tmp_path: Path, stub_server: StubServer) -> None:
+    import os
+    import signal
+    import subprocess
+    import sys
+
+    ws = workspace(tmp_path, stub_server, extra="  max_concurrent: 1\n")
+    stub_server.script_for("parent", StubReply(tool_calls=[
+        ("delegate_to_researcher", {"task": "R", "background": True}),
+        ("delegate_to_writer", {"task": "W", "background": True})]), StubReply(text="both launched"))
+    stub_server.script_for("researcher", StubReply(text="slow", delay=6), StubReply(text="R done"))
+    stub_server.script_for("writer", StubReply(text="W done"))
+    proc = subprocess.Popen([sys.executable, "-c", _HOLDER, str(ws)], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True, cwd=str(Path(__file__).resolve().parents[2]))
+    try:
+        line = await asyncio.wait_for(asyncio.to_thread(proc.stdout.readline), 60)  # type: ignore[union-attr]
+        assert line.strip() == "READY", proc.stderr.read() if proc.poll() is not None else line  # type: ignore[union-attr]
+        other = await Session.open(ws, api_key="sk-test")  # the window opening the same workspace
+        try:
+            await asyncio.sleep(0.5)
+            statuses = {t.agent: t.status for t in other.tasks(all_threads=True)}
+            assert statuses == {"researcher": "pending", "writer": "queued"}  # the queued one is not taken
+            assert not other._delegation.runner._drivers
+        finally:
+            await other.close()
+    finally:
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.wait()
+    after = await Session.open(ws, api_key="sk-test")  # now its owner is gone: recovered
+    try:
+        for _ in range(200):
+            if all(t.status == "completed" for t in after.tasks(all_threads=True)):
+                break
+            await asyncio.sleep(0.1)
+        assert {t.agent: t.outcome for t in after.tasks(all_threads=True)} == {"researcher": "R done",
+                                                                              "writer": "W done"}
+    finally:
+        await after.close()

@@ -33,14 +33,14 @@ CREATE TABLE IF NOT EXISTS tasks (
     status TEXT NOT NULL, created REAL NOT NULL, started REAL, settled REAL, usage TEXT NOT NULL DEFAULT '{}',
     outcome TEXT NOT NULL DEFAULT '', error TEXT, notified INTEGER NOT NULL DEFAULT 0,
     envelope TEXT NOT NULL DEFAULT '{}', last_tool TEXT NOT NULL DEFAULT '', depth INTEGER NOT NULL DEFAULT 1,
-    prompt TEXT NOT NULL DEFAULT ''
+    prompt TEXT NOT NULL DEFAULT '', owner TEXT NOT NULL DEFAULT ''
 );
 CREATE INDEX IF NOT EXISTS tasks_parent ON tasks(parent_thread);
 CREATE INDEX IF NOT EXISTS tasks_child ON tasks(child_thread);
 """
 
 _COLUMNS = ("id, parent_thread, parent_run, call_id, agent, child_thread, description, background, status, "
-            "created, started, settled, usage, outcome, error, notified, envelope, last_tool, depth, prompt")
+            "created, started, settled, usage, outcome, error, notified, envelope, last_tool, depth, prompt, owner")
 
 
 @dataclass(frozen=True)
@@ -67,6 +67,7 @@ class TaskRecord:
     last_tool: str = ""
     depth: int = 1
     prompt: str = ""  # what the sub-agent was asked (so a task queued at a crash can start after it)
+    owner: str = ""  # the process driving it: "host pid since" (a live owner's tasks are never recovered)
 
     @property
     def settled_status(self) -> bool:
@@ -113,6 +114,9 @@ class SqliteTaskStore:
         self.store = store
         with store._lock:  # executescript commits; run it outside an explicit transaction
             store._db.executescript(SCHEMA)
+            columns = {r[1] for r in store._db.execute("PRAGMA table_info(tasks)")}
+            if "owner" not in columns:  # a store made before tasks had owners
+                store._db.execute("ALTER TABLE tasks ADD COLUMN owner TEXT NOT NULL DEFAULT ''")
 
     def create_task(self, *, parent_thread: str, parent_run: str, call_id: str, agent: str, child_thread: str,
                     description: str, background: bool, status: str, envelope: dict[str, Any],
@@ -121,10 +125,10 @@ class SqliteTaskStore:
         now = time.time()
         with self.store.transaction() as db:
             db.execute(
-                f"INSERT INTO tasks({_COLUMNS}) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+                f"INSERT INTO tasks({_COLUMNS}) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
                 (task_id, parent_thread, parent_run, call_id, agent, child_thread, description, int(background),
                  status, now, now if status == "pending" else None, None, "{}", "", None, 0,
-                 json.dumps(envelope), "", depth, prompt),
+                 json.dumps(envelope), "", depth, prompt, ""),
             )
         record = self.task(task_id)
         assert record is not None
@@ -190,7 +194,7 @@ class SqliteTaskStore:
 
 
 _UPDATABLE = frozenset({"status", "started", "settled", "usage", "outcome", "error", "notified", "envelope",
-                        "last_tool", "parent_run"})
+                        "last_tool", "parent_run", "owner"})
 
 
 def _record(row: Sequence[Any]) -> TaskRecord:
@@ -199,7 +203,7 @@ def _record(row: Sequence[Any]) -> TaskRecord:
         description=row[6], background=bool(row[7]), status=row[8], created=row[9], started=row[10],
         settled=row[11], usage=Usage.from_dict(json.loads(row[12] or "{}")), outcome=row[13] or "",
         error=row[14], notified=bool(row[15]), envelope=json.loads(row[16] or "{}"), last_tool=row[17] or "",
-        depth=int(row[18] or 1), prompt=row[19] or "",
+        depth=int(row[18] or 1), prompt=row[19] or "", owner=row[20] or "",
     )
 
 

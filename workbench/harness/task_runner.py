@@ -26,6 +26,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import os
+import socket
 import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any, Protocol
@@ -37,6 +39,29 @@ from workbench.engine.task_store import SETTLED, TaskRecord, TaskStore
 from workbench.engine.usage import Usage
 
 log = logging.getLogger(__name__)
+
+#: Task ids some runner of this process drives now (queued, running or answering): never recovered here.
+_DRIVEN: set[str] = set()
+_STARTED = time.time()
+
+
+def process_owner() -> str:
+    """This process as a task's owner: host, pid and when it started."""
+    return f"{socket.gethostname()} {os.getpid()} {_STARTED:.3f}"
+
+
+def owner_alive(owner: str) -> bool:
+    """Whether the process that owns a task still runs (R7's test for a claim's holder): a task whose
+    owner lives is that process's to drive, so another process opening the workspace leaves it alone."""
+    from workbench.engine.store import Claim
+
+    try:
+        host, pid, since = owner.split(" ")
+        claim = Claim("", "", int(pid), host, float(since), time.time())
+    except ValueError:
+        return False
+    return claim.alive
+
 
 #: The error the engine gives a run whose asyncio task was cancelled (the app closing under it).
 CANCELLED = "the run was cancelled"
@@ -110,8 +135,13 @@ class LocalTaskRunner:
     def start(self, task: TaskRecord) -> None:
         if task.id in self._drivers or task.id in self._queue:
             return
+        self._own(task.id)
         self._queue.append(task.id)
         self._pump()
+
+    def _own(self, task_id: str) -> None:
+        _DRIVEN.add(task_id)
+        self.tasks.update_task(task_id, owner=process_owner())
 
     async def run_foreground(self, task: TaskRecord, decisions: Mapping[str, Any] | None = None) -> RunResult:
         engine = self._engine(task)
@@ -187,6 +217,7 @@ class LocalTaskRunner:
         if record is None or record.status not in SETTLED:
             raise ValueError(f"task {task_id} has not settled")
         engine = self._engine(record)
+        self._own(task_id)
         record = self.tasks.update_task(task_id, status="queued", settled=None, outcome="", error=None,
                                         started=None) or record
         self._publish(record, "task_progress", self._progress_data(record))
@@ -214,6 +245,8 @@ class LocalTaskRunner:
 
     async def close(self) -> None:
         self._closed = True  # before cancelling: _drive leaves the tasks to be recovered
+        for task_id in [*self._queue, *self._drivers]:
+            _DRIVEN.discard(task_id)
         self._queue.clear()
         drivers = [d for d in self._drivers.values() if not d.done()]
         for d in drivers:
@@ -233,11 +266,14 @@ class LocalTaskRunner:
                 continue
             if not record.background or record.status not in ("queued", "pending"):
                 continue
-            if record.id in self._drivers or record.id in self._queue:
+            if record.id in self._drivers or record.id in self._queue or record.id in _DRIVEN:
                 continue
             if store.holder(record.child_thread) is not None:  # alive in another process (R7)
                 continue
+            if record.owner and owner_alive(record.owner) and record.owner != process_owner():
+                continue  # its process lives (it may be queued there): that process drives it
             picked.append(record.id)
+            self._own(record.id)
             start = self._start_for(record, self._engine(record))
             if isinstance(start, RunResult):
                 continue
@@ -288,6 +324,8 @@ class LocalTaskRunner:
     async def _drive(self, task_id: str, start: Callable[[], Awaitable[RunResult]]) -> RunResult:
         record = self.tasks.task(task_id)
         assert record is not None, task_id
+        if task_id not in _DRIVEN:
+            self._own(task_id)
         engine = self._engine(record)
         now = time.time()
         record = self.tasks.update_task(task_id, status="pending", started=record.started or now) or record
@@ -325,6 +363,7 @@ class LocalTaskRunner:
         return result
 
     def _record_result(self, record: TaskRecord, result: RunResult, *, expired: bool = False) -> TaskRecord:
+        _DRIVEN.discard(record.id)  # settled or waiting for a decision: nobody drives it now
         if result.status == "interrupted":
             record = self.tasks.update_task(record.id, status="awaiting_decision",
                                             usage=self._usage(record)) or record
@@ -340,6 +379,7 @@ class LocalTaskRunner:
         return self._settle(record, status, outcome=result.answer or "", error=error)
 
     def _settle(self, record: TaskRecord, status: str, *, outcome: str = "", error: str | None = None) -> TaskRecord:
+        _DRIVEN.discard(record.id)
         usage = self._usage(record)
         record = self.tasks.update_task(record.id, status=status, settled=time.time(), outcome=outcome,
                                         error=error, usage=usage) or record
