@@ -121,6 +121,8 @@ def collect_pending(store: Store, current: str, drafts: Mapping[str, Mapping[str
         task = (tasks or {}).get(info.id)  # a background task's thread (D9): its own source
         if task is not None and not task.background:
             continue  # a foreground task's questions are asked through its parent's run
+        if task is not None and task.status != "awaiting_decision":
+            continue  # answered (its run resumes) or aborted: its old questions wait for no one
         for i, q in enumerate(questions):
             agent = str(task.agent if task is not None else q.payload.get("agent") or "main")
             out.append(PendingDecision(q, info.id, info.title or "Untitled", asked,

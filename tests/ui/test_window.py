@@ -390,7 +390,8 @@ async def test_panels_follow_the_demo_session_and_reopen_from_the_store(windows:
 
     window = await windows()
     plug_panels(window)
-    assert set(window.panels) == {"Plan", "Skills", "Instructions", "Budget", "Artifacts", "Decisions"}  # Q1
+    assert set(window.panels) == {"Plan", "Skills", "Instructions", "Budget", "Artifacts", "Decisions",
+                                  "Tasks"}  # Q1, D10
     await window.open_workspace(demo_workspace)
     window.input.setPlainText("Show me around")
     click(qtbot, window.send_button)

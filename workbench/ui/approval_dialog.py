@@ -80,6 +80,14 @@ class ApprovalDialog(QDialog):
         self.header.setObjectName("approval_header")
         self.header.setStyleSheet("font-size: 15px; font-weight: 600;")
         outer.addWidget(self.header)
+        # D9: a sub-agent's call names the sub-agent and its task ("Sub-agent writer (task writer:ab12cd34)
+        # asks to write /project/notes.md").
+        self.agent_label = QLabel()
+        self.agent_label.setObjectName("approval_agent")
+        self.agent_label.setWordWrap(True)
+        self.agent_label.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        self.agent_label.hide()
+        outer.addWidget(self.agent_label)
         body = QHBoxLayout()
         outer.addLayout(body, 1)
         # Q2: the step's calls as one list; "Approve the rest" sits under it, far from Reject.
@@ -194,6 +202,7 @@ class ApprovalDialog(QDialog):
         outer.addLayout(stop_row)
         self._fill_batch()
         self._show_current()
+        self._show_stop()
 
     def changeEvent(self, event: QEvent) -> None:  # noqa: N802 - Qt override
         super().changeEvent(event)
@@ -290,6 +299,7 @@ class ApprovalDialog(QDialog):
             self.batch_list.setCurrentRow(self.index)
             self.batch_list.blockSignals(False)
         self._show_tool_line()
+        self._show_agent(q)
         reason = str(q.payload.get("reason") or "")
         rule = q.payload.get("rule")
         parts = [f"Why it asks: {reason}" if reason else "Why it asks: your permission rules ask before this call."]
@@ -339,9 +349,38 @@ class ApprovalDialog(QDialog):
     def _headline(self, tool: str) -> str:
         q = self.current
         path = self._args(q).get("path") if q is not None else None
+        agent = sub_agent(q)
+        who = f"The sub-agent {agent}" if agent else "The agent"
         if tool in FILE_TOOLS and isinstance(path, str) and path:
-            return "The agent wants to edit a file" if tool == "edit_file" else "The agent wants to write a file"
-        return "The agent wants to run a tool"
+            return f"{who} wants to edit a file" if tool == "edit_file" else f"{who} wants to write a file"
+        return f"{who} wants to run a tool"
+
+    def _show_agent(self, q: Question) -> None:
+        """D9: "Sub-agent writer (task writer:ab12cd34) asks to write /project/notes.md" for a sub-agent's
+        call (its question's payload names the agent and the task); hidden for the thread's own agent."""
+        agent = sub_agent(q)
+        self.agent_label.setVisible(bool(agent))
+        if not agent:
+            self.agent_label.setText("")
+            return
+        task = str(q.payload.get("task_id") or "")
+        tool = str(q.payload.get("tool") or "a tool")
+        path = self._args(q).get("path")
+        if tool in FILE_TOOLS and isinstance(path, str) and path:
+            action = f"{'edit' if tool == 'edit_file' else 'write'} {path}"
+        else:
+            action = f"run {tool}"
+        self.agent_label.setText(f"Sub-agent <b>{_html(agent)}</b>" + (f" (task {_html(task)})" if task else "")
+                                 + f" asks to {_html(action)}.")
+        self.agent_label.setAccessibleName(self.agent_label.text().replace("<b>", "").replace("</b>", ""))
+
+    def _show_stop(self) -> None:
+        """A background task's calls (asked from the Tasks board): "Stop this run" aborts the task."""
+        task = bool(self.questions) and all(q.payload.get("background") and q.payload.get("task_id")
+                                            for q in self.questions)
+        self.stop_run_button.setText("Abort task" if task else "Stop this run")
+        self.stop_run_button.setToolTip("Abort the background task: no call of it runs, it ends aborted" if task else
+                                        "Abandon the run: no call of it runs, it ends stopped (aborted)")
 
     def _show_tool_line(self) -> None:
         """``Tool: write_file · /project/notes.md (new file)``: the tool and, for a file tool, which file."""
@@ -521,6 +560,12 @@ class ApprovalDialog(QDialog):
         self.done(STOP_CODE)
 
 
+def sub_agent(q: Question | None) -> str:
+    """The sub-agent a question comes from (its payload's ``agent``), "" for the thread's own agent."""
+    agent = q.payload.get("agent") if q is not None else None
+    return str(agent) if isinstance(agent, str) and agent and agent != "main" else ""
+
+
 _DECIDED_WORDS = {"approve": "approved", "edit": "edited", "reject": "rejected", "respond": "answered"}
 
 
@@ -528,4 +573,4 @@ def _html(text: str) -> str:
     return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
 
 
-__all__ = ["STOP_CODE", "STOP_RUN", "ApprovalDialog", "ReadFile"]
+__all__ = ["STOP_CODE", "STOP_RUN", "ApprovalDialog", "ReadFile", "sub_agent"]

@@ -83,6 +83,17 @@ class Bridge(QObject):
     sig_budget_held = Signal(dict)
     """A budget hold asks the user: ``budget_hold`` data."""
 
+    sig_task_started = Signal(dict)
+    """A sub-agent task was launched from this thread (D5): ``task_started`` data ``{"task_id", "agent",
+    "background", "child_thread"}``."""
+
+    sig_task_progressed = Signal(dict)
+    """A task of this thread moved on (live ``task_progress``): ``{"task_id", "agent", "status",
+    "description", "last_tool", "tokens", "cost_usd", "elapsed", "child_thread"}``."""
+
+    sig_task_settled = Signal(dict)
+    """A task of this thread settled: ``task_settled`` data ``{"task_id", "agent", "status", "usage"}``."""
+
     sig_status_changed = Signal(str)
     """The thread's run status: running, done, failed, aborted, interrupted."""
 
@@ -228,6 +239,12 @@ class Bridge(QObject):
             self.sig_budget_exceeded.emit(dict(d))
         elif t == "budget_hold":
             self.sig_budget_held.emit(dict(d))
+        elif t == "task_started":
+            self.sig_task_started.emit(dict(d))
+        elif t == "task_progress":
+            self.sig_task_progressed.emit(dict(d))
+        elif t == "task_settled":
+            self.sig_task_settled.emit(dict(d))
 
     @Slot()
     def flush_text(self) -> None:

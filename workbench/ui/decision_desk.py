@@ -7,6 +7,11 @@ with ``Session.record_decision`` and the run resumes (``Session.resume``) once i
 decided. A decision of another thread switches the window to that thread first (the run resumes
 there, in sight). "Stop this run" ends a suspended run aborted (``Session.abandon``).
 
+A background sub-agent task's decisions (D9: ``source == "task"``) are never answered by switching
+the window to the task's thread: they are recorded on that thread (``record_decision(thread_id=…)``)
+and the task resumes with ``Session.answer_task`` once its batch is decided — from the inbox or from
+the approval dialog the Tasks board opens (``ask_task``). "Stop this run" on one aborts the task.
+
 It also asks before quitting while a run is in flight or decisions wait (G12).
 """
 
@@ -25,9 +30,7 @@ from workbench.ui.approval_dialog import STOP_RUN, ApprovalDialog
 from workbench.ui.decision_dialogs import ask_decisions
 
 if TYPE_CHECKING:
-    from workbench.decisions import PendingDecision
-    from workbench.engine.middleware import Question
-    from workbench.session import Session
+    from workbench.session import PendingDecision, Question, Session
 
 log = logging.getLogger(__name__)
 
@@ -63,6 +66,10 @@ class DecisionDesk(QObject):
         for name in _REFRESH_ON:
             getattr(bridge, name).connect(lambda *_: self.refresh_soon())
         bridge.sig_thread_loaded.connect(lambda *_: self.refresh_soon())
+        # D9: a background task of this thread starts or stops waiting for a decision
+        self._task_status: dict[str, str] = {}
+        bridge.sig_task_progressed.connect(self._on_task_progress)
+        bridge.sig_task_settled.connect(lambda *_: self.refresh_soon())
         threads = getattr(window, "threads_panel", None)  # a deleted thread's decisions go with it
         if threads is not None and hasattr(threads, "sig_thread_deleted"):
             threads.sig_thread_deleted.connect(lambda *_: self.refresh_soon())
@@ -99,6 +106,12 @@ class DecisionDesk(QObject):
             set_count(len(items))
         self.sig_changed.emit(list(items))
 
+    def _on_task_progress(self, data: dict[str, Any]) -> None:
+        task_id, status = str(data.get("task_id") or ""), str(data.get("status") or "")
+        if self._task_status.get(task_id) != status:  # progress comes often: only a new status matters
+            self._task_status[task_id] = status
+            self.refresh_soon()
+
     # -- asking (the window's run loop) ---------------------------------------------------------------
     async def ask(self, session: Session, pending: list[Question]) -> dict[str, dict[str, Any]] | str | None:
         """The decisions to resume with: those made already (Q2) plus what the dialogs ask for the
@@ -126,6 +139,9 @@ class DecisionDesk(QObject):
     async def answer(self, item: PendingDecision, decision: dict[str, Any]) -> None:
         """Record one decision from the inbox; the run resumes once its batch is decided (Q1, Q2)."""
         session = self.session
+        if session is not None and item.source == "task" and item.task_id:
+            self._record_task_decision(session, item.task_id, item.thread_id, item.id, decision)
+            return
         if session is None or not await self._bring(item):
             return
         try:
@@ -137,8 +153,13 @@ class DecisionDesk(QObject):
         await self._sync(session)
 
     async def stop_run(self, item: PendingDecision) -> None:
-        """"Stop this run" from the inbox: the item's suspended run ends aborted."""
+        """"Stop this run" from the inbox: the item's suspended run ends aborted (a task's: the task is
+        aborted, D10)."""
         session = self.session
+        if session is not None and item.source == "task" and item.task_id:
+            await session.abort_task(item.task_id)
+            self.refresh()
+            return
         if session is None or not await self._bring(item):
             return
         questions = session.pending
@@ -149,8 +170,89 @@ class DecisionDesk(QObject):
         await self._restart()
 
     async def open_thread(self, item: PendingDecision) -> None:
-        """Show the item's thread (its run asks again there)."""
+        """Show the item's thread (its run asks again there); a task's: its transcript, read-only."""
+        if item.source == "task" and item.task_id:
+            show = getattr(self.window, "show_task_transcript", None)
+            if callable(show):
+                show(item.task_id)
+            return
         await self._bring(item)
+
+    # -- a background task's decisions (D9) -----------------------------------------------------------
+    def _record_task_decision(self, session: Session, task_id: str, thread_id: str, question_id: str,
+                              decision: dict[str, Any]) -> None:
+        """Keep one decision of a task's batch; once the batch is decided the task resumes with them."""
+        try:
+            session.record_decision(question_id, decision, thread_id=thread_id)
+        except WorkbenchError:
+            self.refresh()  # a stale row (answered elsewhere, or the task aborted): show what waits now
+            raise
+        batch = {i.id for i in session.pending_decisions() if i.thread_id == thread_id}
+        decided = session.decided(thread_id)
+        dialog = self._open_dialog(batch)
+        if batch and batch <= set(decided):
+            task = session.task(task_id)
+            if task is not None and task.status == "awaiting_decision":
+                session.answer_task(task_id, decided)
+            if dialog is not None:
+                dialog.sync(decided)  # a dialog the board opened for this task: it is done
+        elif dialog is not None:
+            dialog.sync(decided)
+        self.refresh()
+
+    async def ask_task(self, task_id: str) -> None:
+        """"Answer decision…" on the Tasks board: the approval dialog (naming the sub-agent) for what
+        the task waits on; the task resumes with ``Session.answer_task`` once its batch is decided. A
+        foreground task's question is its parent run's: that run's dialog asks it."""
+        session = self.session
+        if session is None:
+            return
+        task = session.task(task_id)
+        if task is None or task.status != "awaiting_decision":
+            self.refresh()
+            return
+        if not task.background:  # the parent run waits on it, and its dialog names the sub-agent
+            dialog = self._open_dialog({q.id for q in session.pending})
+            if dialog is not None:
+                dialog.raise_()
+                dialog.activateWindow()
+            else:
+                self.window.on_review_pending()
+            return
+        items = [i for i in session.pending_decisions() if i.task_id == task_id]
+        if not items:
+            self.refresh()
+            return
+        ids = {i.id for i in items}
+        open_already = self._open_dialog(ids)
+        if open_already is not None:
+            open_already.raise_()
+            open_already.activateWindow()
+            return
+        from workbench.session import Question  # the facade's value type (a lazy import: startup stays light)
+
+        named = {"agent": task.agent, "task_id": task.id, "background": True}  # the dialog names the sub-agent
+        questions = [Question(i.question.id, i.question.kind, {**i.question.payload, **named}, i.question.call_id)
+                     for i in items]
+        thread = task.child_thread
+
+        def recorded(question_id: str, decision: dict[str, Any]) -> None:
+            session.record_decision(question_id, decision, thread_id=thread)
+            self.refresh_soon()
+
+        decisions = await ask_decisions(self.window, questions, session.backend.read,
+                                        decided=session.decided(thread), on_decided=recorded)
+        if decisions is None:
+            return  # left part-way: what was decided is kept (Q2)
+        task = session.task(task_id)
+        if task is None or task.status != "awaiting_decision":
+            self.refresh()  # answered from the inbox meanwhile, or aborted
+            return
+        if decisions == STOP_RUN:
+            await session.abort_task(task_id)
+        else:
+            session.answer_task(task_id, dict(decisions))  # type: ignore[arg-type]
+        self.refresh()
 
     async def _bring(self, item: PendingDecision) -> bool:
         """Make the item's thread the window's current one (switching is refused mid-run)."""
@@ -170,7 +272,7 @@ class DecisionDesk(QObject):
         """The run loop picks up what the inbox decided: the open approval dialog takes it; else the
         loop starts again (it resumes at once when everything is decided, or asks for the rest)."""
         drafts = session.decided()
-        dialog = self._open_dialog()
+        dialog = self._open_dialog({q.id for q in session.pending})
         if self.waiting and dialog is not None:
             undecided_elsewhere = [q for q in session.pending
                                    if q.id not in drafts and q.id not in {x.id for x in dialog.questions}]
@@ -187,9 +289,11 @@ class DecisionDesk(QObject):
             await window._leave_decisions()
         window.on_review_pending()
 
-    def _open_dialog(self) -> ApprovalDialog | None:
+    def _open_dialog(self, ids: set[str] | None = None) -> ApprovalDialog | None:
+        """The visible approval dialog (asking any of the questions ``ids``, when given: the thread's run
+        and a background task each have their own)."""
         for dialog in self.window.findChildren(ApprovalDialog):
-            if dialog.isVisible():
+            if dialog.isVisible() and (ids is None or ids & {q.id for q in dialog.questions}):
                 return dialog
         return None
 

@@ -1,14 +1,16 @@
 """The Decisions dock (Q1): every decision waiting in the workspace, answered in place.
 
-Lists the tool approvals and budget holds that suspended runs wait on, in this thread and in the
-workspace's other threads (background tasks, issue 11, will come in with ``source == "task"``), each
-with its source (thread, agent), its place in its batch, and its age. The selected one shows its
+Lists the tool approvals and budget holds that suspended runs wait on, in this thread, in the
+workspace's other threads and in background sub-agent tasks (``source == "task"``, D9: "writer · task
+writer:ab12cd34"), each with its source (thread, agent, task), its place in its batch, and its age. The selected one shows its
 reason and arguments with the dialog's actions: Approve / Edit arguments (a live JSON check) / Reject
 with a message for a tool call, Continue / Stop for a budget hold, and "Stop this run". Enter in the
 message rejects; Enter never approves (G7).
 
 Answering goes through the window's ``DecisionDesk`` (the same ``Session`` calls as the approval
-dialog). A decision of another thread opens that thread first: its run resumes there, in sight.
+dialog). A decision of another thread opens that thread first: its run resumes there, in sight. A
+task's decision is answered where it is (the task resumes in the background once its batch is
+decided); its "Open thread" shows the task's transcript read-only and "Stop this run" aborts the task.
 """
 
 from __future__ import annotations
@@ -187,8 +189,12 @@ class DecisionsPanel(QWidget):
                 row = QTreeWidgetItem([self._what(item), self._source(item), format_age(item.age())])
                 row.setData(0, _ID_ROLE, item.id)
                 row.setToolTip(0, item.summary())
-                row.setToolTip(1, f"Thread “{item.thread_title}” ({item.thread_id}), agent {item.agent}"
-                               + (" — the thread open now" if item.current else ""))
+                if item.source == "task":
+                    row.setToolTip(1, f"Background task {item.task_id} of the sub-agent {item.agent} "
+                                      f"(its thread {item.thread_id})")
+                else:
+                    row.setToolTip(1, f"Thread “{item.thread_title}” ({item.thread_id}), agent {item.agent}"
+                                   + (" — the thread open now" if item.current else ""))
                 rows.append(row)
             self.tree.addTopLevelItems(rows)
             index = next((i for i, it in enumerate(self.items) if it.id == keep), 0 if self.items else -1)
@@ -219,6 +225,9 @@ class DecisionsPanel(QWidget):
 
     @staticmethod
     def _source(item: PendingDecision) -> str:
+        if item.source == "task" and item.task_id:  # D9: the sub-agent and its task
+            where = f"task {item.task_id}"  # "task writer:ab12cd34": the id starts with the agent's name
+            return f"{item.index + 1}/{item.count} · {where}" if item.count > 1 else where
         where = "This thread" if item.current else f"“{item.thread_title}”"
         if item.count > 1:  # Q2: its place in its batch
             where = f"{item.index + 1}/{item.count} · {where}"
@@ -267,6 +276,8 @@ class DecisionsPanel(QWidget):
         tool = item.kind == "tool_approval"
         hold = item.kind == "budget_hold"
         where = "this thread" if item.current else f"thread “{item.thread_title}”"
+        if item.source == "task" and item.task_id:
+            where = f"the sub-agent {item.agent}'s background task {item.task_id}"
         age = format_age(item.age())
         self.title.setText(f"{item.summary()} — asked {age if age == 'just now' else age + ' ago'} in {where}"
                            + (f" (call {item.index + 1} of {item.count})" if item.count > 1 else ""))
@@ -294,7 +305,14 @@ class DecisionsPanel(QWidget):
         self.reject_button.setVisible(not hold)
         self.continue_button.setVisible(hold)
         self.stop_hold_button.setVisible(hold)
+        task = item.source == "task" and bool(item.task_id)
         self.open_button.setVisible(not item.current)
+        self.open_button.setText("Open transcript" if task else "Open thread")
+        self.open_button.setToolTip("Show the task's conversation, read-only" if task else
+                                    "Show this decision's thread (its run asks there)")
+        self.stop_run_button.setText("Abort task" if task else "Stop this run")
+        self.stop_run_button.setToolTip("Abort the background task: no call of it runs, it ends aborted" if task
+                                        else "Abandon the run: no call of it runs, it ends stopped (aborted)")
         self._validate()
 
     # -- actions --------------------------------------------------------------------------------------

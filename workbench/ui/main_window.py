@@ -5,7 +5,9 @@ The window talks to one ``Session`` at a time. Events come in through the ``Brid
 back as Session calls started with ``qt_async.start``. A run that suspends on questions opens the
 approval dialog (``open()``ed and awaited); its decisions resume the run. Other panels (Settings,
 Events, Plan, Skills, …) plug in with ``add_dock(title, widget, area)``; the View menu lists every
-dock, and the dock layout and window geometry are kept in ``UserSettings.window``.
+dock, and the dock layout and window geometry are kept in ``UserSettings.window``. A sub-agent task's
+conversation can take the transcript's place, read-only (``show_task_transcript``: ``task_transcript``);
+the prompt box does not write while it is shown.
 """
 
 from __future__ import annotations
@@ -157,6 +159,10 @@ class MainWindow(QMainWindow):
         clicked = getattr(self.status, "sig_decisions_clicked", None)
         if clicked is not None:
             clicked.connect(lambda: show_decisions_panel(self))
+        tasks_clicked = getattr(self.status, "sig_tasks_clicked", None)
+        if tasks_clicked is not None:  # D10: "N tasks running" opens the Tasks board
+            tasks_clicked.connect(self.show_tasks_panel)
+        self.task_mode: Any = None  # D10: a task's transcript, read-only, in the centre (task_transcript)
 
         self.resize(1200, 800)
         self.restore_layout()
@@ -212,6 +218,33 @@ class MainWindow(QMainWindow):
             save_user_settings(self.settings)
         except OSError as e:
             log.warning("could not save the user settings: %s", e)
+
+    # -- sub-agent tasks (D10) --------------------------------------------------------------------------
+    def show_tasks_panel(self) -> None:
+        """Open (or raise) the Tasks board."""
+        from workbench.ui.tasks_panel import show_panel
+
+        show_panel(self)
+
+    @Slot(str)
+    def show_task_transcript(self, task_id: str) -> bool:
+        """Show a sub-agent task's conversation read-only in the centre, with "Back to the thread"; the
+        prompt box does not write while it is shown. False when there is no such task."""
+        if self.task_mode is None:
+            from workbench.ui.task_transcript import TaskTranscriptMode
+
+            self.task_mode = TaskTranscriptMode(self)
+        return bool(self.task_mode.open(task_id))
+
+    def show_thread_transcript(self) -> None:
+        """Back from a task's transcript to the thread's."""
+        if self.task_mode is not None:
+            self.task_mode.back()
+
+    @property
+    def reading_task(self) -> bool:
+        """A task's transcript is shown in place of the thread's (the prompt box does not write)."""
+        return self.task_mode is not None and self.task_mode.is_open
 
     # -- workspaces -------------------------------------------------------------------------------------
     async def open_workspace(self, path: Path | str, *, model: str | None = None, api_base: str | None = None,
@@ -343,6 +376,10 @@ class MainWindow(QMainWindow):
         session = self.session
         if not text or session is None:
             return
+        if self.reading_task:  # a task's transcript is read-only: nothing is sent to a task's thread
+            self.status.showMessage("This is a sub-agent task's transcript (read-only): go back to the thread "
+                                    "to send, or use Continue… on the Tasks board.", 6000)
+            return
         if self.busy or session.running:
             self.status.showMessage("A run is in progress: wait for it or press Stop.", 5000)
             return
@@ -435,7 +472,7 @@ class MainWindow(QMainWindow):
                 self.sig_run_settled.emit(status)
 
     def _set_running(self, running: bool, *, waiting: bool = False) -> None:
-        self.send_button.setEnabled(not running and not waiting)
+        self.send_button.setEnabled(not running and not waiting and not self.reading_task)
         self.stop_button.setEnabled(running or waiting)
 
     # -- threads ----------------------------------------------------------------------------------------

@@ -126,8 +126,41 @@ def install_decisions_panel(window: Any, tab_with: Any = None) -> QWidget:
     return panel
 
 
+def install_tasks_panel(window: Any, tab_with: Any = None, *, follow: bool = True) -> QWidget:
+    """The Tasks dock (D10, the board of the thread's sub-agent tasks), live from the bridge's task
+    signals; tabbed with ``tab_with`` when given. Installed once; it feeds the status bar's "N tasks
+    running" (which opens it) and asks the window to show a task's transcript. ``follow``: it follows
+    the attached thread itself (``install_panels`` does that for the panels it plugs in)."""
+    if window.dock("Tasks") is not None:
+        return window.dock("Tasks").widget()
+    bridge = window.bridge
+
+    def factory(mod: Any) -> QWidget:
+        return mod.TasksPanel(window, bridge=bridge, desk=getattr(window, "desk", None))
+
+    panel = load_panel(window, "Tasks", "workbench.ui.tasks_panel", factory)
+    dock = window.add_dock("Tasks", panel, Right)
+    if tab_with is not None:
+        window.tabifyDockWidget(tab_with, dock)
+    if not isinstance(panel, PanelError):
+        set_tasks = getattr(window.status, "set_tasks", None)
+        if callable(set_tasks):
+            panel.sig_counts_changed.connect(set_tasks)
+        show = getattr(window, "show_task_transcript", None)
+        if callable(show):
+            panel.sig_transcript_requested.connect(show)
+        if isinstance(getattr(window, "panels", None), dict):  # plugged in after the others
+            window.panels["Tasks"] = panel
+        if follow:
+            bridge.sig_thread_attached.connect(lambda _tid: panel.set_session(bridge.session))
+            if bridge.session is not None:
+                panel.set_session(bridge.session)
+    return panel
+
+
 def install_panels(window: Any) -> dict[str, Any]:
-    """Add Plan, Skills, Instructions, Budget and Artifacts docks; returns the loaded ones by title.
+    """Add Plan, Skills, Instructions, Budget and Artifacts docks, then Decisions and Tasks in the same
+    tab group; returns the loaded ones by title.
 
     A panel that failed to load gets its dock with a ``PanelError`` instead (listed in
     ``window.panel_errors``, not in the result).
@@ -146,6 +179,9 @@ def install_panels(window: Any) -> dict[str, Any]:
     decisions = install_decisions_panel(window, tab_with=first)  # Q1: the inbox, in the same group
     if not isinstance(decisions, PanelError):
         panels["Decisions"] = decisions
+    tasks = install_tasks_panel(window, tab_with=first, follow=False)  # D10: the Tasks board, in the same group
+    if not isinstance(tasks, PanelError):
+        panels["Tasks"] = tasks
     failed = [d for d in docks if d is not None and isinstance(d.widget(), PanelError)]
     (failed[0] if failed else first).raise_()  # a panel that failed to load is the tab in sight
     if not window.settings.window.get("state"):

@@ -82,11 +82,26 @@ def _details(title: str, usage: dict[str, Any]) -> str:
     )
 
 
+def tasks_text(running: int, waiting: int) -> str:
+    """``2 tasks running``, ``1 task waits for you``, ``2 tasks running · 1 waits for you``; "" at none."""
+    parts = []
+    if running:
+        parts.append(f"{running} task{'s' if running != 1 else ''} running")
+    if waiting:
+        verb = "waits" if waiting == 1 else "wait"
+        parts.append(f"{waiting} {verb} for you" if running else
+                     f"{waiting} task{'s' if waiting != 1 else ''} {verb} for you")
+    return " · ".join(parts)
+
+
 class RunStatusBar(QStatusBar):
     """Model, run status and usage as permanent labels (transient messages still show on the left)."""
 
     sig_decisions_clicked = Signal()
     """The person clicked "N decisions waiting" (Q1): open the Decisions panel."""
+
+    sig_tasks_clicked = Signal()
+    """The person clicked "N tasks running" / "1 task waits for you" (D10): open the Tasks board."""
 
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
@@ -113,6 +128,17 @@ class RunStatusBar(QStatusBar):
         self.decisions_button.hide()
         self.insertPermanentWidget(0, self.decisions_button)
         self.decisions = 0
+        # D10: the current thread's sub-agent tasks still going ("2 tasks running · 1 waits for you").
+        self.tasks_button = QToolButton(self)
+        self.tasks_button.setObjectName("statusTasks")
+        self.tasks_button.setAutoRaise(True)
+        self.tasks_button.setCursor(Qt.CursorShape.PointingHandCursor)
+        self.tasks_button.setToolTip("Open the Tasks board: this thread's sub-agent tasks")
+        self.tasks_button.clicked.connect(lambda _=False: self.sig_tasks_clicked.emit())
+        self.tasks_button.hide()
+        self.insertPermanentWidget(0, self.tasks_button)
+        self.tasks_running = 0
+        self.tasks_waiting = 0
         self.set_model(None)
         self.set_status("new")
         self.set_usage({}, {})
@@ -126,6 +152,17 @@ class RunStatusBar(QStatusBar):
         self.decisions_button.setAccessibleName(text)
         self.decisions_button.setVisible(self.decisions > 0)
         set_status_property(self.decisions_button, "interrupted" if self.decisions else "")
+
+    def set_tasks(self, running: int, waiting: int = 0) -> None:
+        """D10: "N tasks running" (queued or running) and "1 task waits for you" (a decision), hidden at
+        none; in words, not a colour alone (G14)."""
+        self.tasks_running, self.tasks_waiting = max(0, int(running)), max(0, int(waiting))
+        text = tasks_text(self.tasks_running, self.tasks_waiting)
+        self.tasks_button.setText(text)
+        self.tasks_button.setAccessibleName(text or "Tasks")
+        self.tasks_button.setVisible(bool(text))
+        set_status_property(self.tasks_button, "interrupted" if self.tasks_waiting else
+                            "running" if self.tasks_running else "")
 
     def set_model(self, name: str | None) -> None:
         """Show the model; ``demo`` reads "demo (offline)"."""
