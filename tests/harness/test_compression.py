@@ -218,3 +218,32 @@ async def test_v1_v2_every_call_is_rebuilt_as_labelled_blocks_with_a_diff(tmp_pa
         assert "message #2 (tool, read_file)" in [b.label for b in second["blocks"]]
     finally:
         await session.close()
+
+
+async def test_c1_before_any_reported_size_the_trigger_uses_an_estimate(tmp_path: Path,
+                                                                         stub_server: StubServer) -> None:
+    """A reopened thread (a new process knows no reported size yet) over the trigger by estimate
+    compresses before its first call."""
+    ws = _ws(tmp_path, stub_server, "  preserve_recent: 2\n  summarize: {model: openai/cheap, preserve_recent: 2}\n")
+    read = ("read_file", {"path": "/project/big.txt"})
+    stub_server.script_for("main", StubReply(tool_calls=[read], usage=(10, 1)), StubReply(text="ok", usage=(10, 1)),
+                           StubReply(text="short", usage=(10, 1)), StubReply(text="after", usage=(10, 1)))
+    stub_server.script_for("cheap", StubReply(text="Summary of the reading."))
+    session = await Session.open(ws, api_key="sk-test")
+    thread = session.thread_id
+    try:
+        await session.run("Read it")
+        await session.run("Short one")
+        assert session.compression_records() == []  # the reported sizes (10 tokens) never reached a trigger
+    finally:
+        await session.close()
+    yaml = (ws / "workbench.yaml").read_text().replace("compression:\n", "compression:\n  max_input_tokens: 1500\n")
+    (ws / "workbench.yaml").write_text(yaml)
+    session = await Session.open(ws, thread, api_key="sk-test")
+    try:
+        await session.run("Go on")
+        [record] = session.compression_records()
+        assert record["trigger"] == "auto" and record["tokens_before"] > 1500
+        assert "Summary of the reading." in json.dumps(_sent(stub_server)[-1]["messages"])
+    finally:
+        await session.close()
