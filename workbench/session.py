@@ -197,10 +197,16 @@ class Session:
         session._config_stamp = stamp
         session._overrides = (model if isinstance(model, str) else None, api_base)
         session._delegation = delegation
-        if delegation is not None and delegation.runner is not None:
-            # D5: background tasks a closed (or killed) app left running go on; settled ones wait by id
-            delegation.runner.recover()
+        session._recover_tasks()
         return session
+
+    def _recover_tasks(self) -> None:
+        """D5: the background tasks of this thread that a closed (or killed) process left unfinished go
+        on here; settled ones wait by id. Only this thread's: a run of another thread (the CLI's) must
+        not start tasks it would cut again when it exits."""
+        d = self._delegation
+        if d is not None and d.runner is not None:
+            d.runner.recover([self.thread_id])
 
     def setting_sources(self, user: Any = None) -> dict[str, Any]:
         """G8: where this session's model, API base and default permission come from, given the user
@@ -418,16 +424,48 @@ class Session:
 
     def context_figures(self) -> dict[str, Any]:
         """C9 between runs: the thread's view size (an estimate), the trigger, the model's window, and
-        the newest compression (the window updates live from ``context_measured`` events)."""
-        from workbench.harness.compression import estimate
+        the newest compression (the window updates live from ``context_measured`` events). ``parts``:
+        the next request by source as ``context_measured`` has it (``system_prompt`` and
+        ``tool_schemas`` as the newest model call sent them, 0 before the first; the same estimate in
+        characters / 4); ``tokens`` stays the view's own estimate."""
+        from workbench.harness.compression import CHARS_PER_TOKEN, compressed_view, estimate
 
         mw = self._compression()
         records = self.compression_records()
-        view = self.context_view()
-        return {"tokens": estimate(view), "messages": len(view), "stored_messages": len(self.messages),
+        stored = self.messages
+        view = compressed_view(stored, records, self.config.compression.max_tool_response_chars)
+        parts = {"system_prompt": 0, "messages": 0, "tool_results": 0, "tool_schemas": 0}
+        for m in view:
+            parts["tool_results" if m.role == "tool" else "messages"] += estimate((m,))
+        log = self.engine.prompt_log
+        calls = log.calls(self.thread_id) if log is not None else []
+        if calls:
+            system = "\n\n".join(log.text(p["hash"]) for p in calls[-1].get("system") or ())
+            parts["system_prompt"] = estimate((Message.system(system),))
+            tools = log.text(calls[-1]["tools"]) if calls[-1].get("tools") else ""
+            parts["tool_schemas"] = len(tools) // CHARS_PER_TOKEN if tools and tools != "[]" else 0
+        return {"tokens": estimate(view), "messages": len(view), "stored_messages": len(stored),
                 "trigger": mw.trigger if mw is not None else None,
                 "window": getattr(mw, "_window", None) if mw is not None else None,
-                "last": records[-1] if records else None}
+                "last": records[-1] if records else None, "parts": parts}
+
+    def prompt_sections(self, seq: int | None = None, thread_id: str | None = None) -> list[dict[str, Any]]:
+        """The system prompt of a model call (the newest when ``seq`` is None) by source, as the inspector
+        labels it: ``label`` ("instructions", "section <name> (<middleware>)"), ``tokens``, ``cacheable``.
+        Empty before the thread's first call. Cheap: no history is rebuilt (the Context panel, C9)."""
+        from workbench.engine.tokens import estimate_tokens
+
+        log = self.engine.prompt_log
+        calls = log.calls(thread_id or self.thread_id) if log is not None else []
+        if seq is not None:
+            calls = [c for c in calls if c["seq"] == seq]
+        if not calls or log is None:
+            return []
+        out = []
+        for part in calls[-1].get("system") or ():
+            text = log.text(part["hash"])
+            out.append({"label": part["label"], "tokens": estimate_tokens(text), "cacheable": bool(part.get("cacheable"))})
+        return out
 
     async def compact(self) -> dict[str, Any] | None:
         """"Compact now" (C7): compress this thread's history now, whatever its size (during a run: at its
@@ -450,10 +488,12 @@ class Session:
     # -- prompt provenance (V1, V2) ---------------------------------------------------------------------------
     def prompt_calls(self, thread_id: str | None = None) -> list[dict[str, Any]]:
         """The model calls of a thread, oldest first: ``seq``, ``run``, ``step``, ``time``, ``model``,
-        ``status`` (ok, cut), ``usage``, ``messages`` (how many were sent)."""
+        ``status`` (ok, cut), ``usage``, ``messages`` (how many were sent), ``stored`` (how many stored
+        messages the thread had then: the call's answer is stored message #``stored``)."""
         log = self.engine.prompt_log
         calls = log.calls(thread_id or self.thread_id) if log is not None else []
-        return [{k: c[k] for k in ("seq", "run", "step", "time", "model", "status", "usage", "messages")} for c in calls]
+        return [{k: c.get(k) for k in ("seq", "run", "step", "time", "model", "status", "usage", "messages", "stored")}
+                for c in calls]
 
     def inspect_call(self, seq: int, thread_id: str | None = None) -> dict[str, Any]:
         """V2: one model call as sent — ``blocks`` (label, role, text, tokens, cacheable), ``cache_prefix_end``
@@ -616,6 +656,7 @@ class Session:
         if self.store.thread(thread_id) is None:
             raise RunError(f"no thread {thread_id!r} in this workspace")
         self.thread_id = thread_id
+        self._recover_tasks()
 
     def rename_thread(self, thread_id: str, title: str) -> None:
         self.store.rename_thread(thread_id, title.strip() or "Untitled")

@@ -367,7 +367,19 @@ async def test_d5_kill_9_in_the_middle_of_two_background_tasks_then_they_are_rec
     finally:
         os.kill(proc.pid, signal.SIGKILL)
         proc.wait()
-    session = await Session.open(ws, api_key="sk-test")
+    from workbench.engine.store import Store
+    from workbench.engine.task_store import SqliteTaskStore
+
+    store = Store.for_workspace(ws)
+    parent = SqliteTaskStore(store).tasks()[0].parent_thread
+    store.close()
+    elsewhere = await Session.open(ws, api_key="sk-test")  # another thread: its tasks are not this one's to run
+    try:
+        await asyncio.sleep(0.3)
+        assert not elsewhere._delegation.runner._drivers
+    finally:
+        await elsewhere.close()
+    session = await Session.open(ws, parent, api_key="sk-test")  # the parent thread: recovered
     try:
         tasks = session.tasks(all_threads=True)
         assert sorted(t.status for t in tasks) == ["pending", "pending"]
@@ -545,7 +557,13 @@ async def test_d5_another_process_opening_the_workspace_never_takes_a_live_proce
     try:
         line = await asyncio.wait_for(asyncio.to_thread(proc.stdout.readline), 60)  # type: ignore[union-attr]
         assert line.strip() == "READY", proc.stderr.read() if proc.poll() is not None else line  # type: ignore[union-attr]
-        other = await Session.open(ws, api_key="sk-test")  # the window opening the same workspace
+        from workbench.engine.store import Store
+        from workbench.engine.task_store import SqliteTaskStore
+
+        store = Store.for_workspace(ws)
+        parent = SqliteTaskStore(store).tasks()[0].parent_thread
+        store.close()
+        other = await Session.open(ws, parent, api_key="sk-test")  # a window opening the same thread
         try:
             await asyncio.sleep(0.5)
             statuses = {t.agent: t.status for t in other.tasks(all_threads=True)}
@@ -556,7 +574,13 @@ async def test_d5_another_process_opening_the_workspace_never_takes_a_live_proce
     finally:
         os.kill(proc.pid, signal.SIGKILL)
         proc.wait()
-    after = await Session.open(ws, api_key="sk-test")  # now its owner is gone: recovered
+    from workbench.engine.store import Store
+    from workbench.engine.task_store import SqliteTaskStore
+
+    store = Store.for_workspace(ws)
+    parent = SqliteTaskStore(store).tasks()[0].parent_thread
+    store.close()
+    after = await Session.open(ws, parent, api_key="sk-test")  # now its owner is gone: recovered
     try:
         for _ in range(200):
             if all(t.status == "completed" for t in after.tasks(all_threads=True)):
