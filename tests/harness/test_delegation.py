@@ -329,15 +329,15 @@ async def test_d2_max_delegations_and_d5_continue_task(tmp_path: Path, stub_serv
 
 
 _LAUNCHER = r"""
-import asyncio, sys, time
+import asyncio, sys
 from workbench.session import Session
 
 async def main() -> None:
     session = await Session.open(sys.argv[1], api_key="sk-test")
     await session.run("Launch both")
-    while sorted(t.status for t in session.tasks()) != ["pending", "pending"]:
+    while sorted(t.status for t in session.tasks()) != sys.argv[2].split(","):
         await asyncio.sleep(0.05)
-    await asyncio.sleep(0.5)  # both sub-agents' model calls are in flight
+    await asyncio.sleep(float(sys.argv[3]))  # e.g. both sub-agents' model calls in flight
     print("READY", flush=True)
     await asyncio.sleep(600)
 
@@ -345,12 +345,36 @@ asyncio.run(main())
 """
 
 
+async def _launch_in_another_process(ws: Path, statuses: str, settle: float) -> Any:
+    """A real second process that runs the parent on ``ws`` until its tasks have ``statuses``, then idles."""
+    import subprocess
+    import sys
+
+    proc = subprocess.Popen([sys.executable, "-c", _LAUNCHER, str(ws), statuses, str(settle)], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, cwd=str(Path(__file__).resolve().parents[2]))
+    line = await asyncio.wait_for(asyncio.to_thread(proc.stdout.readline), 60)  # type: ignore[union-attr]
+    if line.strip() != "READY":
+        proc.kill()
+        raise AssertionError(proc.stderr.read() if proc.poll() is not None else line)  # type: ignore[union-attr]
+    return proc
+
+
+def _parent_thread(ws: Path) -> str:
+    """The thread that launched the workspace's tasks (read from the store, as another process would)."""
+    from workbench.engine.store import Store
+    from workbench.engine.task_store import SqliteTaskStore
+
+    store = Store.for_workspace(ws)
+    try:
+        return SqliteTaskStore(store).tasks()[0].parent_thread
+    finally:
+        store.close()
+
+
 async def test_d5_kill_9_in_the_middle_of_two_background_tasks_then_they_are_recovered(
         tmp_path: Path, stub_server: StubServer) -> None:
     import os
     import signal
-    import subprocess
-    import sys
 
     ws = workspace(tmp_path, stub_server)
     stub_server.script_for("parent", StubReply(tool_calls=[
@@ -359,20 +383,10 @@ async def test_d5_kill_9_in_the_middle_of_two_background_tasks_then_they_are_rec
     # the first answers are cut by the kill; the recovered runs get the second ones
     stub_server.script_for("researcher", StubReply(text="lost", delay=6), StubReply(text="R done"))
     stub_server.script_for("writer", StubReply(text="lost", delay=6), StubReply(text="W done"))
-    proc = subprocess.Popen([sys.executable, "-c", _LAUNCHER, str(ws)], stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True, cwd=str(Path(__file__).resolve().parents[2]))
-    try:
-        line = await asyncio.wait_for(asyncio.to_thread(proc.stdout.readline), 60)  # type: ignore[union-attr]
-        assert line.strip() == "READY", proc.stderr.read() if proc.poll() is not None else line  # type: ignore[union-attr]
-    finally:
-        os.kill(proc.pid, signal.SIGKILL)
-        proc.wait()
-    from workbench.engine.store import Store
-    from workbench.engine.task_store import SqliteTaskStore
-
-    store = Store.for_workspace(ws)
-    parent = SqliteTaskStore(store).tasks()[0].parent_thread
-    store.close()
+    proc = await _launch_in_another_process(ws, "pending,pending", 0.5)
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.wait()
+    parent = _parent_thread(ws)
     elsewhere = await Session.open(ws, api_key="sk-test")  # another thread: its tasks are not this one's to run
     try:
         await asyncio.sleep(0.3)
@@ -523,28 +537,10 @@ async def test_d9_an_approved_delegation_is_not_asked_again_when_its_sub_agent_a
         await session.close()
 
 
-_HOLDER = r"""
-import asyncio, sys
-from workbench.session import Session
-
-async def main() -> None:
-    session = await Session.open(sys.argv[1], api_key="sk-test")
-    await session.run("Launch both")
-    while sorted(t.status for t in session.tasks()) != ["pending", "queued"]:
-        await asyncio.sleep(0.05)
-    print("READY", flush=True)
-    await asyncio.sleep(600)
-
-asyncio.run(main())
-"""
-
-
 async def test_d5_another_process_opening_the_workspace_never_takes_a_live_processs_tasks(
         tmp_path: Path, stub_server: StubServer) -> None:
     import os
     import signal
-    import subprocess
-    import sys
 
     ws = workspace(tmp_path, stub_server, extra="  max_concurrent: 1\n")
     stub_server.script_for("parent", StubReply(tool_calls=[
@@ -552,17 +548,9 @@ async def test_d5_another_process_opening_the_workspace_never_takes_a_live_proce
         ("delegate_to_writer", {"task": "W", "background": True})]), StubReply(text="both launched"))
     stub_server.script_for("researcher", StubReply(text="slow", delay=6), StubReply(text="R done"))
     stub_server.script_for("writer", StubReply(text="W done"))
-    proc = subprocess.Popen([sys.executable, "-c", _HOLDER, str(ws)], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            text=True, cwd=str(Path(__file__).resolve().parents[2]))
+    proc = await _launch_in_another_process(ws, "pending,queued", 0.0)
     try:
-        line = await asyncio.wait_for(asyncio.to_thread(proc.stdout.readline), 60)  # type: ignore[union-attr]
-        assert line.strip() == "READY", proc.stderr.read() if proc.poll() is not None else line  # type: ignore[union-attr]
-        from workbench.engine.store import Store
-        from workbench.engine.task_store import SqliteTaskStore
-
-        store = Store.for_workspace(ws)
-        parent = SqliteTaskStore(store).tasks()[0].parent_thread
-        store.close()
+        parent = _parent_thread(ws)
         other = await Session.open(ws, parent, api_key="sk-test")  # a window opening the same thread
         try:
             await asyncio.sleep(0.5)
@@ -574,12 +562,6 @@ async def test_d5_another_process_opening_the_workspace_never_takes_a_live_proce
     finally:
         os.kill(proc.pid, signal.SIGKILL)
         proc.wait()
-    from workbench.engine.store import Store
-    from workbench.engine.task_store import SqliteTaskStore
-
-    store = Store.for_workspace(ws)
-    parent = SqliteTaskStore(store).tasks()[0].parent_thread
-    store.close()
     after = await Session.open(ws, parent, api_key="sk-test")  # now its owner is gone: recovered
     try:
         for _ in range(200):
