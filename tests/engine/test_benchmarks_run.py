@@ -1,5 +1,5 @@
-"""benchmarks/peers.py and benchmarks/first_request.py (issue 9) and benchmarks/delegation.py (issue 11)
-still run, offline.
+"""benchmarks/peers.py and benchmarks/first_request.py (issue 9), benchmarks/delegation.py (issue 11) and
+benchmarks/compression.py (issue 12) still run, offline.
 
 Only the sides that need no download: this project and the standard-library floor (the peers' venvs
 come from a package index, so they are never built here: naming no peer side means none is
@@ -54,3 +54,16 @@ def test_delegation_script_runs_eight_background_tasks_against_the_stub() -> Non
     assert re.search(r"resident set \(VmRSS sampled\)\s+[\d.]+ MB per task", out), out
     assert re.search(r"the 8 tasks\s+40 model calls", out), out  # 8 tasks x (4 ls + 1 answer)
     assert re.search(r"target: parent wall with 8 tasks / with 1 = [\d.]+ / [\d.]+ = [\d.]+ <= 1.5", out), out
+
+
+@pytest.mark.timeout(300)
+def test_compression_script_prints_each_strategy_the_view_and_the_prompt_log() -> None:
+    out = _run("compression.py", "--quick")  # 400 steps (800 messages), 20 logged steps
+    assert re.search(r"history: 800 messages, ~[\d,]+ tokens", out), out
+    for case in ("dedupe", "truncate", r"dedupe\+truncate", r"all \(\+summary\)"):
+        row = rf"  {case}\s+tokens\s+[\d,]+ ->\s+[\d,]+ \(saved\s+[\d.]+%\)\s+view\s+[\d.]+ ms"
+        assert re.search(row, out), (case, out)
+    assert re.search(r"view with no record \(the common step\): [\d.]+ ms at 800 messages", out), out
+    assert re.search(r"target view < 50 ms at 4,000 messages: slowest [\d.]+ ms at 800 messages", out), out
+    assert re.search(r"prompt log once sections repeat: [\d,]+ bytes a step over \d+ steps \(target < 2,048\)",
+                     out), out

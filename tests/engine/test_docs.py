@@ -1,6 +1,6 @@
 """The docs keep up with the code: every ``workbench`` command and flag is in docs/cli.md, every
 ``workbench.yaml`` key in docs/configuration.md's table (issue 11 added ``subagents`` keys, ``--detach``
-and ``workbench tasks``)."""
+and ``workbench tasks``; issue 12 the ``compression`` keys, nested ones too, and ``workbench compact``)."""
 
 from __future__ import annotations
 
@@ -17,9 +17,8 @@ from workbench.config import WorkbenchConfig
 DOCS = Path(__file__).resolve().parents[2] / "docs"
 
 #: Sections whose dataclass fields are not the YAML's keys (a mount is {host|state|store, readonly}, a
-#: rule {EFFECT: ACTION, path|tool}: both explained in their rows), and ``compression``, whose keys wait
-#: for issue 12's docs (take it out of this set when they are in the table).
-_NOT_FIELDS = {"mounts", "compression"}
+#: rule {EFFECT: ACTION, path|tool}: both explained in their rows).
+_NOT_FIELDS = {"mounts"}
 
 
 def _yaml_name(field: dataclasses.Field[typing.Any]) -> str:

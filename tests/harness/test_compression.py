@@ -247,3 +247,45 @@ async def test_c1_before_any_reported_size_the_trigger_uses_an_estimate(tmp_path
         assert "Summary of the reading." in json.dumps(_sent(stub_server)[-1]["messages"])
     finally:
         await session.close()
+
+
+def test_c8_numbers_never_crowd_out_a_path() -> None:
+    msgs = [Message.user(" ".join(str(n) for n in range(1000))), Message.user("then edit /project/other.txt")]
+    facts = collect_facts(msgs)
+    assert "/project/other.txt" in facts and len(facts) <= 200
+
+
+async def test_c8_a_failed_second_summary_keeps_what_the_first_kept(tmp_path: Path, stub_server: StubServer) -> None:
+    ws = _ws(tmp_path, stub_server, "  preserve_recent: 2\n  summarize: {model: openai/cheap, preserve_recent: 2}\n")
+    stub_server.script_for("main", *[StubReply(text=f"Answer {i}") for i in range(6)])
+    stub_server.script_for("cheap", StubReply(text="FIRST-SUMMARY about /project/kept.py"), StubReply(status=400, text="x"))
+    session = await Session.open(ws, api_key="sk-test")
+    try:
+        for i in range(3):
+            await session.run(f"Question {i} on /project/kept.py")
+        assert (await session.compact()) is not None
+        for i in range(3, 5):
+            await session.run(f"Question {i}")
+        second = await session.compact()
+        assert second is not None and "drop" in second["strategies"]
+        first_text = session.context_view()[0].content
+        assert "FIRST-SUMMARY" in first_text and "/project/kept.py" in first_text
+    finally:
+        await session.close()
+
+
+async def test_the_demo_model_has_no_summariser_and_says_so(tmp_path: Path) -> None:
+    from workbench.engine.models.scripted import ScriptedModel, reply
+
+    ws = tmp_path / "demo"
+    ws.mkdir()
+    (ws / "workbench.yaml").write_text("model: demo\ncompression: {preserve_recent: 2}\n")
+    session = await Session.open(ws)
+    try:
+        session.engine.agent.model = ScriptedModel([reply(f"a{i}") for i in range(6)], name="demo")
+        for i in range(6):  # summarize.preserve_recent (6) newest messages stay: 12 stored, 6 replaced
+            await session.run(f"q{i}")
+        record = await session.compact()
+        assert record is not None and "drop" in record["strategies"] and "cannot summarise" in record["reason"]
+    finally:
+        await session.close()

@@ -1,4 +1,4 @@
-"""The headless command line (DESIGN §6): ``workbench run | resume | threads | show | tasks``.
+"""The headless command line (DESIGN §6): ``workbench run | resume | threads | show | tasks | compact``.
 
 ``workbench`` with no arguments opens the window. Everything else talks to the ``Session`` facade
 only. Exit codes are a public interface:
@@ -21,7 +21,7 @@ Nothing heavy is imported at module level: ``workbench --help`` must stay instan
 
 The package: ``codes`` (exit codes, ``UsageError``), ``output`` (printing), ``decide`` (answers and
 terminal prompts), ``run`` (run / resume), ``threads`` (threads / show), ``tasks`` (tasks, and waiting for
-a run's background tasks); this module holds the parser
+a run's background tasks), ``compact`` (compact, and a compression record in words); this module holds the parser
 and ``main`` and re-exports the names other code imports from ``workbench.cli``.
 """
 
@@ -181,6 +181,27 @@ def _parser() -> argparse.ArgumentParser:
     )
     tasks.add_argument("--thread", metavar="ID", help="only the tasks this thread launched")
     tasks.add_argument("--json", action="store_true", help="one JSON object per task")
+
+    compact = sub.add_parser(
+        "compact",
+        parents=[common],
+        help="compress a thread's history now (what the model sees; nothing is deleted)",
+        description="Compress a thread's context now, as the window's Compact now does: older tool results "
+        "deduplicated and cut, older messages summarised with compression.summarize.model (a model call). "
+        "The stored thread keeps every message; the model's view of it shrinks. Prints the tokens before and "
+        "after, each strategy's figures and what left the view. A thread whose run is in flight in another "
+        "process is refused (exit 2).",
+        epilog=_EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    compact.add_argument("--thread", metavar="ID", required=True, help="the thread to compact")
+    compact.add_argument("--json", action="store_true", help="print one JSON object")
+    compact.add_argument(
+        "--trust",
+        action="store_true",
+        help="trust the workspace's workbench.yaml (its api_base and compression.summarize.model, which the "
+        "summary is sent to); same as WORKBENCH_TRUST=1",
+    )
     return parser
 
 
@@ -207,6 +228,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             from workbench.cli.tasks import _tasks
 
             return asyncio.run(_tasks(workspace, args))
+        if args.command == "compact":
+            from workbench.cli.compact import _compact
+
+            return asyncio.run(_compact(workspace, args))
         return _run_command(workspace, args)
     except KeyboardInterrupt:
         _err("workbench: interrupted")

@@ -1,4 +1,5 @@
-"""``workbench threads`` and ``workbench show``: list a workspace's threads, print one thread."""
+"""``workbench threads`` and ``workbench show``: list a workspace's threads, print one thread (with its
+compressions and how many model calls its prompt log holds)."""
 
 from __future__ import annotations
 
@@ -63,6 +64,9 @@ async def _show(workspace: Path, args: argparse.Namespace) -> int:
             "last_error": session.last_error(),
             "holder": session.holder,  # R7: the live process running it, if any
             "events": [event_dict(e) for e in events],
+            # C5: what the model's view leaves out (the messages above are all stored), V1: calls logged
+            "compressions": session.compression_records(),
+            "prompt_calls": len(session.prompt_calls()),
         }
         if args.json:
             print(json.dumps(data, default=str), flush=True)
@@ -138,6 +142,15 @@ def _print_thread(data: dict[str, Any], messages: Sequence[Any]) -> None:
     for a in data["artifacts"]:
         size = f"{a['size']:,} bytes" if isinstance(a.get("size"), int) else "size unknown"
         out.append(f"  {a['name']}  ({size})")
+    if data.get("compressions"):
+        from workbench.cli.compact import compression_lines
+
+        out.append("")
+        out.extend(compression_lines(data["compressions"]))
+        out.append("  (the messages above are all stored; a compression changes only what the model is sent)")
+    if data.get("prompt_calls"):
+        out.append(f"prompt log: {data['prompt_calls']:,} model calls stored "
+                   "(the window's prompt inspector shows each)")
     out.append("")
     out.append(f"events ({len(data['events'])}):")
     for e in data["events"]:

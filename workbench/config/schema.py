@@ -212,8 +212,9 @@ class DropConfig:
 
 @dataclass(frozen=True)
 class CompressionConfig:
-    """Context compression triggers and strategies (C1–C3, C7). 0 turns a trigger off; ``max_input_tokens``
-    None = 85% of the model's context window (litellm's model info), else 100,000."""
+    """Context compression triggers and strategies (C1–C3, C7). ``max_messages`` 0 = no message-count
+    trigger; ``max_input_tokens`` None (or 0) = 85% of the model's context window (litellm's model info),
+    else 100,000."""
 
     max_input_tokens: int | None = None
     max_messages: int = 0

@@ -51,7 +51,10 @@ DEFAULT_TRIGGER = 100_000
 WINDOW_SHARE = 0.85
 WARN_SHARE = 0.90
 MAX_FACTS = 200
+MAX_NUMBERS = 60  # of those, numbers (line numbers and sizes are many; paths and commands come first)
 MAX_FACT_CHARS = 300
+
+DEFAULT_SUMMARY_MODEL = "openai/gpt-4.1-nano"  # compression.summarize.model's default (config/schema.py)
 
 SUMMARY_PROMPT = (
     "You compress a conversation between a user and a coding agent so the agent can go on without it. "
@@ -141,9 +144,12 @@ def stored_position(view: Sequence[Message], at: int) -> int:
 def _span_text(op: Mapping[str, Any]) -> str:
     n = int(op["end"]) - int(op.get("start", 0))
     if op.get("op") == "drop":
-        return (f"[{n} earlier messages of this conversation were dropped to fit the context window. "
+        text = (f"[{n} earlier messages of this conversation were dropped to fit the context window. "
                 "Ask the user if you need what they said.]")
-    text = f"[Summary of {n} earlier messages]\n{op.get('text', '')}"
+        if op.get("text"):  # an earlier summary's text, kept
+            text += f"\n[An earlier summary of the start of the conversation]\n{op['text']}"
+    else:
+        text = f"[Summary of {n} earlier messages]\n{op.get('text', '')}"
     facts = op.get("facts") or []
     if facts:
         text += "\n\nNamed in those messages, verbatim: " + "; ".join(str(f) for f in facts)
@@ -240,29 +246,39 @@ def span_to_replace(messages: Sequence[Message], preserve_recent: int) -> tuple[
 
 
 def collect_facts(messages: Sequence[Message], earlier: Sequence[str] = ()) -> list[str]:
-    """C8: the paths, commands, URLs and numbers named in ``messages`` (and every fact an earlier summary
-    carried), verbatim, deduplicated, bounded."""
+    """C8: the paths, URLs, commands and numbers named in ``messages`` (and every fact an earlier summary
+    carried, first), verbatim, deduplicated, bounded. Collected kind by kind — paths and URLs before
+    commands before numbers — so a file full of line numbers cannot crowd a path out."""
     seen: dict[str, None] = {f: None for f in earlier}
-    for m in messages:
-        texts = [m.content] + [canonical_arguments(c.arguments or {}) for c in m.tool_calls]
+    texts = [t for m in messages for t in (m.content, *(canonical_arguments(c.arguments or {}) for c in m.tool_calls))]
+    for kind, patterns in _FACT_KINDS:
+        budget = MAX_FACTS - len(seen) if kind != "numbers" else min(MAX_NUMBERS, MAX_FACTS - len(seen))
+        added = 0
         for text in texts:
-            for pattern in _FACTS:
+            for pattern in patterns:
                 for hit in pattern.findall(text or ""):
                     hit = hit.strip().rstrip(".,;:)")
-                    if 2 <= len(hit) <= MAX_FACT_CHARS:
-                        seen.setdefault(hit, None)
-                    if len(seen) >= MAX_FACTS:
-                        return list(seen)
+                    if 2 <= len(hit) <= MAX_FACT_CHARS and hit not in seen:
+                        if added >= budget:
+                            break
+                        seen[hit] = None
+                        added += 1
     return list(seen)
 
 
-_FACTS = (
-    re.compile(r"https?://[^\s\"'<>)]+"),
-    re.compile(r"(?:(?<=\s)|(?<=^)|(?<=[\"'`(]))(/[\w.\-]+(?:/[\w.\-]+)+)"),  # absolute paths
-    re.compile(r"`([^`\n]{2,200})`"),  # inline code: commands and names
-    re.compile(r"(?m)^\$ (.{2,200})$"),  # shell lines
-    re.compile(r"\"command\": \"([^\"]{2,200})\""),  # a shell tool's argument
-    re.compile(r"(?<![\w.])(\d+(?:[.,]\d+)*(?:\s?(?:%|ms|s|MB|KB|GB|tokens))?)(?![\w])"),  # numbers
+_FACT_KINDS: tuple[tuple[str, tuple[re.Pattern[str], ...]], ...] = (
+    ("locations", (
+        re.compile(r"https?://[^\s\"'<>)]+"),
+        re.compile(r"(?:(?<=\s)|(?<=^)|(?<=[\"'`(]))(/[\w.\-]+(?:/[\w.\-]+)+)"),  # absolute paths
+    )),
+    ("commands", (
+        re.compile(r"`([^`\n]{2,200})`"),  # inline code: commands and names
+        re.compile(r"(?m)^\$ (.{2,200})$"),  # shell lines
+        re.compile(r"\"command\": \"([^\"]{2,200})\""),  # a shell tool's argument
+    )),
+    ("numbers", (
+        re.compile(r"(?<![\w.])(\d+(?:[.,]\d+)*(?:\s?(?:%|ms|s|MB|KB|GB|tokens))?)(?![\w])"),
+    )),
 )
 
 
@@ -287,11 +303,21 @@ def _covered(records: Sequence[Mapping[str, Any]]) -> int:
     return max(ends, default=0)
 
 
+def _newest_summary(records: Sequence[Mapping[str, Any]]) -> Mapping[str, Any] | None:
+    """The newest summary (or a drop that carries one) among the records."""
+    found = None
+    for r in records:
+        for op in r.get("ops") or ():
+            if op.get("op") in ("summarize", "drop") and op.get("text"):
+                found = op
+    return found
+
+
 def _earlier_facts(records: Sequence[Mapping[str, Any]]) -> list[str]:
     out: list[str] = []
     for r in records:
         for op in r.get("ops") or ():
-            if op.get("op") == "summarize":
+            if op.get("op") in ("summarize", "drop"):
                 out.extend(str(f) for f in op.get("facts") or ())
     return out
 
@@ -450,6 +476,8 @@ class CompressionMiddleware(AgentMiddleware):
                 start, end = span
                 old_view = compressed_view(messages[:end], [*records, {"ops": p.ops}], cfg.max_tool_response_chars)
                 summary = None
+                if cfg.summarize.enabled and self._summarizer is None:
+                    reason = "no summariser for this model (the demo model cannot summarise)"
                 if cfg.summarize.enabled and self._summarizer is not None:
                     try:
                         text, usage = await self._summarizer(old_view[_leading_system(messages):])
@@ -466,8 +494,12 @@ class CompressionMiddleware(AgentMiddleware):
                     p.ops.append(summary)
                     p.strategies["summarize"] = {"messages": end - start, "tokens_saved": 0}
                 elif cfg.drop.enabled:
-                    p.ops.append({"op": "drop", "start": start, "end": end,
-                                  "chars": sum(len(m.content) for m in messages[start:end])})
+                    drop: dict[str, Any] = {"op": "drop", "start": start, "end": end,
+                                            "chars": sum(len(m.content) for m in messages[start:end])}
+                    earlier = _newest_summary(records)
+                    if earlier is not None:  # what an earlier summary kept stays (C8), even when this one failed
+                        drop["text"], drop["facts"] = earlier.get("text", ""), list(earlier.get("facts") or [])
+                    p.ops.append(drop)
                     p.strategies["drop"] = {"messages": end - start, "tokens_saved": 0}
                 view = compressed_view(messages, [*records, {"ops": p.ops}], cfg.max_tool_response_chars)
                 saved = after - estimate(view)
@@ -526,7 +558,8 @@ def bind_compression(stack: Sequence[AgentMiddleware], store: Store, model_for: 
             async def summarize(messages: list[Message]) -> tuple[str, Usage]:
                 return await make_summarizer(model_for(name))(messages)
 
-            mw.bind(store, summarize if mw.config.summarize.enabled else None, model_name)
+            usable = mw.config.summarize.enabled and not (model_name == "demo" and name in (None, DEFAULT_SUMMARY_MODEL))
+            mw.bind(store, summarize if usable else None, model_name)
             return mw
     return None
 
