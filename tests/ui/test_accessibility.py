@@ -362,6 +362,39 @@ async def test_g14_budget_hold_dialog(qtbot: Any) -> None:
     assert not order, "Tab does not follow the layout:\n" + "\n".join(order)
 
 
+async def test_g14_budget_hold_dialog_with_compact_and_continue(qtbot: Any) -> None:
+    from workbench.ui.budget_dialog import BudgetHoldDialog
+
+    async def compact() -> None:
+        return None
+
+    dialog = BudgetHoldDialog([_hold()], compact=compact)
+    qtbot.addWidget(dialog)
+    dialog.show()
+    await asyncio.sleep(0.05)
+    assert dialog.compact_button is not None and dialog.compact_button.isVisible()
+    missing = unnamed([dialog])
+    order = focus_out_of_order(dialog)
+    dialog.close()
+    assert not missing, "no accessible name:\n" + "\n".join(missing)
+    assert not order, "Tab does not follow the layout:\n" + "\n".join(order)
+
+
+async def test_g14_prompt_inspector(windows: Any, demo_workspace: Path, qtbot: Any) -> None:
+    """V2: the inspector opened from the Context panel after the demo session."""
+    window, _ = await _demo_session(windows, demo_workspace, qtbot)
+    dialog = window.panels["Context"].inspect_selected()
+    assert dialog is not None and await find_dialog("promptInspector", 10) is dialog
+    await asyncio.sleep(0.05)
+    missing = unnamed([dialog])
+    order = focus_out_of_order(dialog)
+    dialog.close()
+    await wait_for(lambda: visible_dialog("promptInspector") is None, 5, "the inspector to close")
+    await window._settle_panels()
+    assert not missing, "no accessible name:\n" + "\n".join(missing)
+    assert not order, "Tab does not follow the layout:\n" + "\n".join(order)
+
+
 async def test_g14_approval_dialog_names_and_tab_order(windows: Any, demo_workspace: Path, qtbot: Any) -> None:
     window = await windows(demo_workspace)
     window.input.setPlainText("Show me around")

@@ -391,7 +391,7 @@ async def test_panels_follow_the_demo_session_and_reopen_from_the_store(windows:
     window = await windows()
     plug_panels(window)
     assert set(window.panels) == {"Plan", "Skills", "Instructions", "Budget", "Artifacts", "Decisions",
-                                  "Tasks"}  # Q1, D10
+                                  "Tasks", "Context"}  # Q1, D10, C9
     await window.open_workspace(demo_workspace)
     window.input.setPlainText("Show me around")
     click(qtbot, window.send_button)
@@ -404,6 +404,7 @@ async def test_panels_follow_the_demo_session_and_reopen_from_the_store(windows:
     assert {r.name for r in panels["Skills"].model.rows} >= {"summarize", "review"}
     assert panels["Instructions"].model.doc("/project/AGENTS.md").fate_text.startswith("shown")
     assert panels["Budget"].meter("run", "total_tokens").spent > 0
+    assert panels["Context"].calls.rows and "tokens" in panels["Context"].meter.format()  # C9: live too
     thread = window.session.thread_id
 
     reopened = await windows()

@@ -94,6 +94,19 @@ class Bridge(QObject):
     sig_task_settled = Signal(dict)
     """A task of this thread settled: ``task_settled`` data ``{"task_id", "agent", "status", "usage"}``."""
 
+    sig_context_measured = Signal(dict)
+    """The size of the request a model call just sent (live ``context_measured``, C9): ``{"tokens",
+    "trigger", "window", "messages", "parts": {"system_prompt", "messages", "tool_results",
+    "tool_schemas"}}``."""
+
+    sig_context_warned = Signal(dict)
+    """The thread's context nears its compaction trigger for the first time (live ``context_warning``,
+    C7): ``{"tokens", "trigger", "text"}``."""
+
+    sig_compression_applied = Signal(dict)
+    """The thread's history was compressed (``compression_applied``, C6): ``{"compression", "trigger",
+    "tokens_before", "tokens_after", "strategies", "note"?}``."""
+
     sig_status_changed = Signal(str)
     """The thread's run status: running, done, failed, aborted, interrupted."""
 
@@ -245,6 +258,12 @@ class Bridge(QObject):
             self.sig_task_progressed.emit(dict(d))
         elif t == "task_settled":
             self.sig_task_settled.emit(dict(d))
+        elif t == "context_measured":
+            self.sig_context_measured.emit(dict(d))
+        elif t == "context_warning":
+            self.sig_context_warned.emit(dict(d))
+        elif t == "compression_applied":
+            self.sig_compression_applied.emit(dict(d))
 
     @Slot()
     def flush_text(self) -> None:

@@ -9,6 +9,10 @@ arguments) of every ``budget_hold`` question of the step. The holds of one step 
   amount starts at the configured limit (B3: the full limit again) and can be changed; the line under
   it says the total the run may reach, which is exactly where the engine holds it again (the other
   fields of a held budget get their full limit again);
+- **Compact and continue** (when the dialog is given ``compact``, the thread's ``Session.compact``; C7):
+  the thread's history is compressed first — the run is suspended, so it happens at once — then the
+  hold is answered as **Allow N more** with the same amounts; the next model calls send less. If the
+  compaction fails or finds nothing to make smaller, the dialog stays open and says so;
 - **Stop** (with an optional reason) → ``{"decision": "reject", "reason": …, "message": …}``: the held
   calls are not run and the run ends ``aborted``, keeping its partial answer.
 
@@ -23,7 +27,8 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import Iterable, Mapping, Sequence
+import logging
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 from PySide6.QtCore import Qt
@@ -47,7 +52,14 @@ from PySide6.QtWidgets import (
 )
 
 from workbench.budget_words import hold_fields, more_words, until_words
+from workbench.errors import WorkbenchError
+from workbench.ui import qt_async
 from workbench.ui.budget_panel import LEVEL_COLORS, field_label, format_amount, level_for
+
+log = logging.getLogger(__name__)
+
+Compact = Callable[[], Awaitable[Any]]
+"""``Session.compact`` of the held run's thread: the record of the compression, or None (nothing to do)."""
 
 __all__ = ["BudgetHoldDialog", "ask_budget_hold", "ask_budget_holds", "CLOSED_REASON"]
 
@@ -72,11 +84,18 @@ def _args_text(arguments: Any) -> str:
 
 
 class BudgetHoldDialog(QDialog):
-    """Decide one step's budget holds: Continue, Raise the limit for this run, or Stop with a reason."""
+    """Decide one step's budget holds: allow more, compact and continue (given ``compact``), or stop with a
+    reason."""
 
-    def __init__(self, question: Any | Sequence[Any], parent: QWidget | None = None) -> None:
+    def __init__(self, question: Any | Sequence[Any], parent: QWidget | None = None, *,
+                 compact: Compact | None = None) -> None:
         super().__init__(parent)
         self.setObjectName("budgetHoldDialog")
+        self._compact = compact
+        self._compacting: asyncio.Future[Any] | None = None
+        self.compact_button: QPushButton | None = None
+        self.compacted: dict[str, Any] | None = None
+        """The compression "Compact and continue" made (its record), else None."""
         self.setWindowTitle("Budget reached — the run is on hold")
         items = list(question) if isinstance(question, (list, tuple)) else [question]
         if not items:
@@ -171,6 +190,24 @@ class BudgetHoldDialog(QDialog):
             self.allow_summary.setText("with the full limit again")
             grid.addWidget(self.allow_summary, 0, 1, 1, 2)
 
+        # Compact and continue (C7): only when the window can compact the held run's thread
+        self.compact_label = QLabel(choices)
+        self.compact_label.setObjectName("budgetCompactNote")
+        self.compact_label.setWordWrap(True)
+        self.compact_label.setProperty("role", "muted")
+        if compact is not None:
+            self.compact_button = QPushButton("Compact and continue", choices)
+            self.compact_button.setObjectName("budgetCompactContinue")
+            self.compact_button.setToolTip("Compress the thread's history first (older tool results shortened, older "
+                                           "messages summarised; nothing is deleted from the thread), then allow "
+                                           "the amount above: the next model calls send less.")
+            self.compact_button.clicked.connect(self.choose_compact)
+            self.compact_label.setText("Shrink what the next model calls send, then go on with the amount above.")
+            grid.addWidget(self.compact_button, 2, 0)
+            grid.addWidget(self.compact_label, 2, 1, 1, 2)
+        else:
+            self.compact_label.hide()
+
         self.stop_button = QPushButton("Stop", choices)
         self.stop_button.setObjectName("budgetStop")
         self.stop_button.setToolTip("Do not run the held calls; the run ends aborted and keeps its answer so far.")
@@ -179,15 +216,19 @@ class BudgetHoldDialog(QDialog):
         self.reason_edit.setObjectName("budgetStopReason")
         self.reason_edit.setPlaceholderText("Reason (optional), e.g. too expensive")
         self.reason_edit.returnPressed.connect(self.choose_stop)
-        grid.addWidget(self.stop_button, 2, 0)
-        grid.addWidget(self.reason_edit, 2, 1, 1, 2)
+        grid.addWidget(self.stop_button, 3, 0)
+        grid.addWidget(self.reason_edit, 3, 1, 1, 2)
 
-        order = [self.calls_view, self.continue_button, *self.allow_spins.values(), self.stop_button, self.reason_edit]
+        order = [self.calls_view, self.continue_button, *self.allow_spins.values(),
+                 *([self.compact_button] if self.compact_button is not None else []), self.stop_button,
+                 self.reason_edit]
         for first, second in zip(order, order[1:]):  # G14: Tab follows the layout (the button is left of its amount)
             QWidget.setTabOrder(first, second)
-        for b in (self.continue_button, self.stop_button):
-            b.setAutoDefault(False)  # Enter while typing must never pick an answer by accident
-            b.setDefault(False)
+        for b in (self.continue_button, self.stop_button, self.compact_button):
+            if b is not None:
+                b.setAutoDefault(False)  # Enter while typing must never pick an answer by accident
+                b.setDefault(False)
+        self.finished.connect(self._cancel_compaction)
 
         layout = QVBoxLayout(self)
         layout.addWidget(self.headline)
@@ -298,7 +339,9 @@ class BudgetHoldDialog(QDialog):
         ok = all(v > 0 for v in amounts.values())
         words = [more_words(f, v) for f, v in amounts.items()]
         self.continue_button.setText("Allow " + " and ".join(words) if ok else "Allow more")
-        self.continue_button.setEnabled(ok)
+        self.continue_button.setEnabled(ok and self._compacting is None)
+        if self.compact_button is not None:
+            self.compact_button.setEnabled(ok and self._compacting is None)
         if not ok:
             self.allow_summary.setText("Enter an amount over 0 to allow more, or stop the run.")
             return
@@ -320,6 +363,49 @@ class BudgetHoldDialog(QDialog):
             return
         self._decision = {"decision": "approve", "allow_more": amounts} if amounts else {"decision": "approve"}
         self.accept()
+
+    def choose_compact(self) -> None:
+        """Compact and continue: compress the thread now, then approve as "Allow N more" does."""
+        amounts = self.allow_more()
+        if self._compact is None or self._compacting is not None or any(v <= 0 for v in amounts.values()):
+            return
+        self._set_busy(True)
+        self.compact_label.setText("Compacting the thread's history… (a summary may take a moment)")
+        self._compacting = qt_async.start(self._compact_then_continue(amounts), name="budget-compact")
+
+    async def _compact_then_continue(self, amounts: dict[str, float]) -> None:
+        assert self._compact is not None
+        try:
+            record = await self._compact()
+        except asyncio.CancelledError:
+            raise
+        except Exception as e:  # noqa: BLE001 - said in the dialog, which stays open to decide otherwise
+            log.warning("Compact and continue: the compaction failed: %s", e, exc_info=not isinstance(e, WorkbenchError))
+            self._compacting = None
+            self._set_busy(False)
+            self.compact_label.setText(f"Could not compact: {e}. Allow more or stop instead.")
+            return
+        self._compacting = None
+        if record is None:
+            self._set_busy(False)
+            self.compact_label.setText("Nothing to compact: the history is already as small as it can be. "
+                                       "Allow more or stop instead.")
+            return
+        self.compacted = dict(record)
+        self._decision = {"decision": "approve", "allow_more": amounts} if amounts else {"decision": "approve"}
+        self.accept()
+
+    def _set_busy(self, busy: bool) -> None:
+        for w in (self.continue_button, self.compact_button, *self.allow_spins.values()):
+            if w is not None:
+                w.setEnabled(not busy)
+        if not busy:
+            self._update_allow()
+
+    def _cancel_compaction(self, *_: Any) -> None:
+        task, self._compacting = self._compacting, None
+        if task is not None and not task.done():
+            task.cancel()  # closed mid-way: nothing is stored before the summary is made
 
     def choose_stop(self) -> None:
         reason = self.reason_edit.text().strip() or "stopped by the user at the budget hold"
@@ -363,9 +449,11 @@ async def _await_dialog(dialog: QDialog) -> None:
         raise
 
 
-async def ask_budget_holds(questions: Iterable[Any], parent: QWidget | None = None) -> dict[str, dict[str, Any]]:
-    """Ask about one step's budget holds in one dialog; ``{question id: decision}`` (all the same)."""
-    dialog = BudgetHoldDialog(list(questions), parent)
+async def ask_budget_holds(questions: Iterable[Any], parent: QWidget | None = None, *,
+                           compact: Compact | None = None) -> dict[str, dict[str, Any]]:
+    """Ask about one step's budget holds in one dialog; ``{question id: decision}`` (all the same).
+    ``compact``: the held thread's ``Session.compact`` (offers "Compact and continue")."""
+    dialog = BudgetHoldDialog(list(questions), parent, compact=compact)
     try:
         await _await_dialog(dialog)
         return dialog.decisions()
@@ -373,9 +461,10 @@ async def ask_budget_holds(questions: Iterable[Any], parent: QWidget | None = No
         dialog.deleteLater()
 
 
-async def ask_budget_hold(question: Any, parent: QWidget | None = None) -> dict[str, Any]:
+async def ask_budget_hold(question: Any, parent: QWidget | None = None, *,
+                          compact: Compact | None = None) -> dict[str, Any]:
     """Ask about one ``budget_hold`` question; returns its resume decision dict."""
-    dialog = BudgetHoldDialog(question, parent)
+    dialog = BudgetHoldDialog(question, parent, compact=compact)
     try:
         await _await_dialog(dialog)
         return dialog.decision()

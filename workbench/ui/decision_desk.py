@@ -125,7 +125,7 @@ class DecisionDesk(QObject):
         self.waiting = True
         try:
             return await ask_decisions(self.window, pending, session.backend.read, decided=drafts,
-                                       on_decided=self._recorded)
+                                       on_decided=self._recorded, compact=session.compact)
         finally:
             self.waiting = False
 

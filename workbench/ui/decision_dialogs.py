@@ -20,7 +20,7 @@ a kind this window does not know.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from PySide6.QtWidgets import QDialog, QWidget
@@ -36,6 +36,7 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 OnDecided = Callable[[str, dict[str, Any]], None]
+Compact = Callable[[], Awaitable[Any]]
 
 
 async def _await_dialog(dialog: QDialog, *, modal: bool = True) -> int:
@@ -98,14 +99,17 @@ def _budget_module() -> Any:
     return budget_dialog
 
 
-async def ask_budget_holds(parent: QWidget | None, questions: Sequence[Question]) -> dict[str, dict[str, Any]] | None:
+async def ask_budget_holds(parent: QWidget | None, questions: Sequence[Question], *,
+                           compact: Compact | None = None) -> dict[str, dict[str, Any]] | None:
     """One step's budget holds: ``workbench.ui.budget_dialog`` decides them when that module exists
-    (one dialog; closing it stops the run), else the simple Continue/Stop dialog
-    (``budget_hold_fallback``), one each."""
+    (one dialog; closing it stops the run; ``compact``, the held thread's ``Session.compact``, adds
+    "Compact and continue"), else the simple Continue/Stop dialog (``budget_hold_fallback``), one each."""
     if not questions:
         return {}
     module = _budget_module()
     if module is not None:
+        if compact is not None:
+            return dict(await module.ask_budget_holds(list(questions), parent, compact=compact))
         return dict(await module.ask_budget_holds(list(questions), parent))
     decisions: dict[str, dict[str, Any]] = {}
     for q in questions:
@@ -125,10 +129,12 @@ async def ask_budget_hold(parent: QWidget | None, question: Question) -> dict[st
 
 async def ask_decisions(parent: QWidget | None, questions: Sequence[Question],
                         read: ReadFile | None = None, *, decided: dict[str, dict[str, Any]] | None = None,
-                        on_decided: OnDecided | None = None) -> dict[str, dict[str, Any]] | str | None:
+                        on_decided: OnDecided | None = None,
+                        compact: Compact | None = None) -> dict[str, dict[str, Any]] | str | None:
     """Every pending question's decision (tool approvals first, in order, then budget holds, then any
     other kind), None when the user closed a dialog without deciding, or ``STOP_RUN``. ``decided``:
-    decisions made before (kept; only the others are asked, Q2); ``on_decided`` hears each new one."""
+    decisions made before (kept; only the others are asked, Q2); ``on_decided`` hears each new one;
+    ``compact`` (the thread's ``Session.compact``) offers "Compact and continue" at a budget hold."""
     decisions: dict[str, dict[str, Any]] = dict(decided or {})
     approvals = [q for q in questions if q.kind == "tool_approval"]
     if approvals and any(q.id not in decisions for q in approvals):
@@ -136,7 +142,8 @@ async def ask_decisions(parent: QWidget | None, questions: Sequence[Question],
         if got is None or isinstance(got, str):
             return got
         decisions.update(got)
-    holds = await ask_budget_holds(parent, [q for q in questions if q.kind == "budget_hold" and q.id not in decisions])
+    holds = await ask_budget_holds(parent, [q for q in questions if q.kind == "budget_hold" and q.id not in decisions],
+                                   compact=compact)
     if holds is None:
         return None
     for qid, d in holds.items():

@@ -143,6 +143,7 @@ class MainWindow(QMainWindow):
         self.stop_button.clicked.connect(self.on_stop)
         self.transcript.sig_decisions_requested.connect(self.on_review_pending)
         self.transcript.sig_retry_requested.connect(self.on_retry)
+        self.transcript.sig_prompt_requested.connect(self.inspect_prompt)  # V2: "Inspect prompt"
         self.threads_panel.sig_thread_selected.connect(self.on_thread_selected)
         self.threads_panel.sig_thread_requested.connect(self.on_new_thread)
         self.threads_panel.sig_thread_deleted.connect(self.on_thread_deleted)
@@ -423,6 +424,13 @@ class MainWindow(QMainWindow):
             self.status.showMessage("Only a failed run can be retried.", 5000)
             return
         self._drive_task = qt_async.start(self._drive(None, recover=True), name="retry")
+
+    @Slot(dict)
+    def inspect_prompt(self, call_ref: dict[str, Any]) -> Any:
+        """V2: the prompt inspector on the model call that made a transcript message (``prompt_inspector``)."""
+        from workbench.ui.prompt_inspector import inspect_message
+
+        return inspect_message(self, call_ref)
 
     async def send(self, text: str) -> str:
         """Send a message as the user would and wait until the run settles; returns its last status."""

@@ -158,9 +158,40 @@ def install_tasks_panel(window: Any, tab_with: Any = None, *, follow: bool = Tru
     return panel
 
 
+def install_context_panel(window: Any, tab_with: Any = None, *, follow: bool = True) -> QWidget:
+    """The Context dock (C9, V2: the next request's size, the last compression, Compact now, the model
+    calls and their prompts), live from the bridge's context signals; tabbed with ``tab_with`` when
+    given. Installed once; the first-time warning brings it to the front. ``follow``: as for Tasks."""
+    if window.dock("Context") is not None:
+        return window.dock("Context").widget()
+    bridge = window.bridge
+
+    def factory(mod: Any) -> QWidget:
+        return mod.ContextPanel(window, bridge=bridge, start=qt_async.start)
+
+    panel = load_panel(window, "Context", "workbench.ui.context_panel", factory)
+    dock = window.add_dock("Context", panel, Right)
+    if tab_with is not None:
+        window.tabifyDockWidget(tab_with, dock)
+    if not isinstance(panel, PanelError):
+        def attention() -> None:
+            dock.show()
+            dock.raise_()
+            window.status.showMessage("Context nearly full: see the Context panel.", 8000)
+
+        panel.sig_attention_requested.connect(attention)
+        if isinstance(getattr(window, "panels", None), dict):  # plugged in after the others
+            window.panels["Context"] = panel
+        if follow:
+            bridge.sig_thread_attached.connect(lambda _tid: panel.set_session(bridge.session))
+            if bridge.session is not None:
+                panel.set_session(bridge.session)
+    return panel
+
+
 def install_panels(window: Any) -> dict[str, Any]:
-    """Add Plan, Skills, Instructions, Budget and Artifacts docks, then Decisions and Tasks in the same
-    tab group; returns the loaded ones by title.
+    """Add Plan, Skills, Instructions, Budget and Artifacts docks, then Decisions, Tasks and Context in the
+    same tab group; returns the loaded ones by title.
 
     A panel that failed to load gets its dock with a ``PanelError`` instead (listed in
     ``window.panel_errors``, not in the result).
@@ -182,6 +213,9 @@ def install_panels(window: Any) -> dict[str, Any]:
     tasks = install_tasks_panel(window, tab_with=first, follow=False)  # D10: the Tasks board, in the same group
     if not isinstance(tasks, PanelError):
         panels["Tasks"] = tasks
+    context = install_context_panel(window, tab_with=first, follow=False)  # C9: the Context panel, same group
+    if not isinstance(context, PanelError):
+        panels["Context"] = context
     failed = [d for d in docks if d is not None and isinstance(d.widget(), PanelError)]
     (failed[0] if failed else first).raise_()  # a panel that failed to load is the tab in sight
     if not window.settings.window.get("state"):

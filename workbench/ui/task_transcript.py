@@ -79,7 +79,7 @@ class TaskTranscript(QWidget):
         self._apply_colors()
         # A bridge that follows no session: the view renders only what ``show_task`` gives it.
         self._quiet = Bridge(parent=self)
-        self.view = TranscriptView(self._quiet, self)
+        self.view = TranscriptView(self._quiet, self, inspect_prompts=False)  # a task's calls: not the thread's
         self.view.setObjectName("task_transcript_view")
         self.view.setAccessibleName("Sub-agent task transcript (read-only)")
         lay.addWidget(self.view, 1)

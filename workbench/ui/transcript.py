@@ -87,8 +87,14 @@ class TranscriptView(QScrollArea):
     sig_retry_requested = Signal()
     """The user asked to run a failed run's step again (Retry)."""
 
-    def __init__(self, bridge: Bridge, parent: QWidget | None = None) -> None:
+    sig_prompt_requested = Signal(dict)
+    """"Inspect prompt" on an assistant message or a tool call (V2): the model call that made it, as
+    ``{"message": stored index}`` or ``{"run": run id, "step": n}`` (``prompt_inspector.call_for``)."""
+
+    def __init__(self, bridge: Bridge, parent: QWidget | None = None, *, inspect_prompts: bool = True) -> None:
         super().__init__(parent)
+        self.inspect_prompts = inspect_prompts  # V2: assistant messages offer "Inspect prompt"
+        self._live_step: tuple[str, int] | None = None  # (run id, step) of the model call under way
         self.setObjectName("transcript")
         self.setWidgetResizable(True)
         self.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
@@ -135,6 +141,7 @@ class TranscriptView(QScrollArea):
         bridge.sig_event_received.connect(self.endings.add)
         bridge.sig_run_started.connect(self._retire_retry)  # only the latest failed run offers Retry
         bridge.sig_step_started.connect(self._start_thinking)
+        bridge.sig_event_received.connect(self._follow_step)
         for sig in (bridge.sig_text_streamed, bridge.sig_tool_started, bridge.sig_usage_updated,
                     bridge.sig_interrupt_raised, bridge.sig_run_finished, bridge.sig_thread_attached):
             sig.connect(self._stop_thinking)
@@ -185,6 +192,26 @@ class TranscriptView(QScrollArea):
                 anchor = parts[-1]
                 break
         chain_after(anchor, widget)
+
+    @Slot(object)
+    def _follow_step(self, event: Any) -> None:
+        """The run and step of the model call under way: the live blocks' ``call_ref``."""
+        if event.type == "step_started" and not self._bridge.replaying:
+            self._live_step = (str(event.run_id), int(event.step))
+
+    def _ref(self, message: int | None = None) -> dict[str, Any] | None:
+        """What names a block's model call: its stored message index, else the live run and step."""
+        if not self.inspect_prompts:
+            return None
+        if message is not None:
+            return {"message": message}
+        if self._live_step is not None:
+            return {"run": self._live_step[0], "step": self._live_step[1]}
+        return None
+
+    def _inspectable(self, block: MessageBlock | ToolCallRow) -> None:
+        if block.call_ref is not None:
+            block.sig_inspect_requested.connect(self.sig_prompt_requested)
 
     @Slot()
     def _start_thinking(self, *_: Any) -> None:
@@ -311,14 +338,17 @@ class TranscriptView(QScrollArea):
             if m.role == "user":
                 self._add(MessageBlock("user", m.content, markdown=False))
             elif m.role == "assistant":
+                ref = self._ref(i)
                 if m.content:
-                    block = MessageBlock("assistant", m.content)
+                    block = MessageBlock("assistant", m.content, call_ref=ref)
+                    self._inspectable(block)
                     if m.meta.get("partial"):
                         block.mark("stopped")
                     self._add(block)
                 for call in m.tool_calls:
                     row = ToolCallRow(call.id, call.name, call.arguments if call.arguments is not None
-                                      else call.raw_arguments, status="running")
+                                      else call.raw_arguments, status="running", call_ref=ref)
+                    self._inspectable(row)
                     self._rows[call.id] = row
                     self._add(row)
             elif m.role == "tool" and m.tool_call_id:
@@ -337,7 +367,8 @@ class TranscriptView(QScrollArea):
     @Slot(str)
     def append_text(self, text: str) -> None:
         if self._current is None:
-            self._current = MessageBlock("assistant")
+            self._current = MessageBlock("assistant", call_ref=self._ref())
+            self._inspectable(self._current)
             self._add(self._current)
         self._current.append_stream(text)
 
@@ -360,7 +391,8 @@ class TranscriptView(QScrollArea):
             row.set_status("running")
             return
         # a new call (some providers reuse ids across steps: a finished row is never reused)
-        row = ToolCallRow(cid, str(data.get("name", "")), data.get("arguments", {}))
+        row = ToolCallRow(cid, str(data.get("name", "")), data.get("arguments", {}), call_ref=self._ref())
+        self._inspectable(row)
         self._rows[cid] = row
         self._add(row)
 

@@ -15,12 +15,13 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from PySide6.QtCore import QSize, Qt, Slot
+from PySide6.QtCore import QPoint, QSize, Qt, Signal, Slot
 from PySide6.QtGui import QTextCursor
 from PySide6.QtWidgets import (
     QFrame,
     QHBoxLayout,
     QLabel,
+    QMenu,
     QPlainTextEdit,
     QPushButton,
     QSizePolicy,
@@ -105,11 +106,19 @@ class AutoHeightBrowser(QTextBrowser):
 
 
 class MessageBlock(QFrame):
-    """One user or assistant message."""
+    """One user or assistant message. An assistant message made by a model call of the thread
+    (``inspectable``) has **Inspect prompt** in its header and its body's context menu (V2):
+    ``sig_inspect_requested(call_ref)`` names its call — ``{"message": i}`` (stored message #i) or
+    ``{"run": id, "step": n}`` (a live one)."""
 
-    def __init__(self, role: str, text: str = "", *, markdown: bool = True, parent: QWidget | None = None) -> None:
+    sig_inspect_requested = Signal(dict)
+    """Inspect the prompt of the model call that made this message (``call_ref``)."""
+
+    def __init__(self, role: str, text: str = "", *, markdown: bool = True, parent: QWidget | None = None,
+                 call_ref: dict[str, Any] | None = None) -> None:
         super().__init__(parent)
         self.role = role
+        self.call_ref = call_ref
         self.setObjectName(f"message_{role}")
         self.setFrameShape(QFrame.Shape.StyledPanel)
         lay = QVBoxLayout(self)
@@ -121,10 +130,24 @@ class MessageBlock(QFrame):
         self._head.addWidget(self.title)
         self._head.addStretch(1)
         self._tag: QLabel | None = None
+        self.inspect_button: QToolButton | None = None
+        if call_ref is not None:
+            self.inspect_button = QToolButton(self)
+            self.inspect_button.setObjectName("inspect_prompt")
+            self.inspect_button.setText("Inspect prompt")
+            self.inspect_button.setAutoRaise(True)
+            self.inspect_button.setToolTip("The prompt this answer was made from: every block sent, what changed "
+                                           "since the call before, the cacheable prefix, usage and cost")
+            self.inspect_button.setAccessibleName("Inspect the prompt of this model call")
+            self.inspect_button.clicked.connect(self.request_inspect)
+            self._head.addWidget(self.inspect_button)
         lay.addLayout(self._head)
         self.body = AutoHeightBrowser(self)
         self.body.setObjectName("message_body")
         self.body.setAccessibleName("Your message" if role == "user" else "Assistant's answer")  # G14
+        if call_ref is not None:
+            self.body.setContextMenuPolicy(Qt.ContextMenuPolicy.CustomContextMenu)
+            self.body.customContextMenuRequested.connect(self._context_menu)
         lay.addWidget(self.body)
         self._text = ""
         self.streaming = False
@@ -134,6 +157,21 @@ class MessageBlock(QFrame):
     @property
     def text(self) -> str:
         return self._text
+
+    @Slot()
+    def request_inspect(self) -> None:
+        if self.call_ref is not None:
+            self.sig_inspect_requested.emit(dict(self.call_ref))
+
+    @Slot(QPoint)
+    def _context_menu(self, pos: QPoint) -> None:
+        """The body's usual menu (copy, select all) with "Inspect prompt…" added."""
+        menu = self.body.createStandardContextMenu(pos)
+        menu.setObjectName("message_menu")
+        menu.setAttribute(Qt.WidgetAttribute.WA_DeleteOnClose)
+        menu.addSeparator()
+        menu.addAction("Inspect prompt…", self.request_inspect)
+        menu.popup(self.body.viewport().mapToGlobal(pos))  # never exec(): no nested loop under qasync
 
     @property
     def tag_text(self) -> str:
@@ -180,9 +218,14 @@ class ToolCallRow(QFrame):
     """One tool call: a header (name, what it's about, status) that expands to arguments and result.
     The expanded part is built on first use: a long history has many rows nobody opens."""
 
+    sig_inspect_requested = Signal(dict)
+    """Inspect the prompt of the model call that asked for this tool call (``call_ref``, as
+    ``MessageBlock``'s; from the row's context menu)."""
+
     def __init__(self, call_id: str, name: str, arguments: Any, status: str = "running",
-                 parent: QWidget | None = None) -> None:
+                 parent: QWidget | None = None, call_ref: dict[str, Any] | None = None) -> None:
         super().__init__(parent)
+        self.call_ref = call_ref
         self.call_id = call_id
         self.name = name
         self.arguments = arguments
@@ -297,6 +340,18 @@ class ToolCallRow(QFrame):
     @property
     def expanded(self) -> bool:
         return self.details is not None and not self.details.isHidden()
+
+    def contextMenuEvent(self, event: Any) -> None:  # noqa: N802 - Qt override
+        if self.call_ref is None:
+            super().contextMenuEvent(event)
+            return
+        menu = QMenu(self)
+        menu.setObjectName("tool_call_menu")
+        menu.setAttribute(Qt.WidgetAttribute.WA_DeleteOnClose)
+        menu.addAction("Inspect the prompt of the model call that asked for this…",
+                       lambda: self.sig_inspect_requested.emit(dict(self.call_ref or {})))
+        menu.popup(event.globalPos())
+        event.accept()
 
 
 class NoticeBlock(QFrame):

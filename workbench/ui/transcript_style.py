@@ -40,6 +40,9 @@ def transcript_style_sheet(c: dict[str, Any]) -> str:
         color: {c['title']}; }}
     QToolButton#tool_toggle:hover {{ background: {c['border']}; border-radius: 3px; }}
     QLabel#tool_summary {{ color: {c['muted']}; }}
+    QToolButton#inspect_prompt {{ border: none; background: transparent; color: {c['muted']}; padding: 0 4px; }}
+    QToolButton#inspect_prompt:hover, QToolButton#inspect_prompt:focus {{ color: {c['title']};
+        text-decoration: underline; }}
     QLabel#transcript_empty {{ color: {c['muted']}; padding: 24px 12px; }}
     QLabel#tool_status {{ font-weight: 600; }}
     QFrame#notice_error {{ background: {err[0]}; border: 1px solid {err[1]}; border-radius: 6px; }}
