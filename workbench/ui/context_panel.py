@@ -752,13 +752,5 @@ def _section_name(label: str) -> str:
     return label[:1].upper() + label[1:]
 
 
-def show_panel(window: Any) -> None:
-    """Open (or raise) the Context dock."""
-    dock = window.dock("Context")
-    if dock is not None:
-        dock.show()
-        dock.raise_()
-
-
 __all__ = ["CallsModel", "ContextPanel", "LostModel", "compression_headline", "level_for", "lost_line",
-           "meter_text", "show_panel", "strategy_lines"]
+           "meter_text", "strategy_lines"]

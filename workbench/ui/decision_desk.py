@@ -342,20 +342,4 @@ class DecisionDesk(QObject):
                 pass
 
 
-def show_panel(window: Any) -> None:
-    """Open (or raise) the Decisions dock, plugging it in when the window has none yet."""
-    dock = window.dock("Decisions")
-    if dock is None:
-        from workbench.ui.panels import install_decisions_panel
-
-        install_decisions_panel(window)
-        dock = window.dock("Decisions")
-    if dock is not None:
-        dock.show()
-        dock.raise_()
-        widget = dock.widget()
-        if widget is not None:
-            widget.setFocus()
-
-
-__all__ = ["DecisionDesk", "show_panel"]
+__all__ = ["DecisionDesk"]

@@ -38,7 +38,6 @@ from workbench.ui import qt_async
 from workbench.ui.approval_dialog import STOP_RUN
 from workbench.ui.bridge import Bridge
 from workbench.ui.decision_desk import DecisionDesk
-from workbench.ui.decision_desk import show_panel as show_decisions_panel
 from workbench.ui.run_activity import install_run_ticker
 from workbench.ui.threads_panel import ThreadsPanel
 from workbench.ui.transcript import TranscriptView
@@ -159,7 +158,7 @@ class MainWindow(QMainWindow):
         self.desk = DecisionDesk(self)  # Q1: the workspace's pending decisions, answered in one way
         clicked = getattr(self.status, "sig_decisions_clicked", None)
         if clicked is not None:
-            clicked.connect(lambda: show_decisions_panel(self))
+            clicked.connect(self.show_decisions_panel)
         tasks_clicked = getattr(self.status, "sig_tasks_clicked", None)
         if tasks_clicked is not None:  # D10: "N tasks running" opens the Tasks board
             tasks_clicked.connect(self.show_tasks_panel)
@@ -220,12 +219,18 @@ class MainWindow(QMainWindow):
         except OSError as e:
             log.warning("could not save the user settings: %s", e)
 
+    def show_decisions_panel(self) -> None:
+        """Open (or raise) the Decisions inbox (Q1)."""
+        from workbench.ui.panels import show_dock
+
+        show_dock(self, "Decisions")
+
     # -- sub-agent tasks (D10) --------------------------------------------------------------------------
     def show_tasks_panel(self) -> None:
         """Open (or raise) the Tasks board."""
-        from workbench.ui.tasks_panel import show_panel
+        from workbench.ui.panels import show_dock
 
-        show_panel(self)
+        show_dock(self, "Tasks")
 
     @Slot(str)
     def show_task_transcript(self, task_id: str) -> bool:

@@ -239,3 +239,22 @@ def install_panels(window: Any) -> dict[str, Any]:
         attach(bridge.session.thread_id)
     window.panels = panels
     return panels
+
+
+def show_dock(window: Any, title: str) -> None:
+    """Open (or raise) one of the window's docks by title — "Decisions", "Tasks", "Context" — plugging it
+    in first when the window has none yet (the status bar's buttons open them)."""
+    dock = window.dock(title)
+    if dock is None:
+        install = {"Decisions": install_decisions_panel, "Tasks": install_tasks_panel,
+                   "Context": install_context_panel}.get(title)
+        if install is None:
+            return
+        install(window)
+        dock = window.dock(title)
+    if dock is not None:
+        dock.show()
+        dock.raise_()
+        widget = dock.widget()
+        if widget is not None:
+            widget.setFocus()

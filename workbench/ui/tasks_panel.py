@@ -663,25 +663,9 @@ class TasksPanel(QWidget):
             self.reload()
 
 
-def show_panel(window: Any) -> None:
-    """Open (or raise) the Tasks dock, plugging it in when the window has none yet."""
-    dock = window.dock("Tasks")
-    if dock is None:
-        from workbench.ui.panels import install_tasks_panel
-
-        install_tasks_panel(window)
-        dock = window.dock("Tasks")
-    if dock is not None:
-        dock.show()
-        dock.raise_()
-        widget = dock.widget()
-        if widget is not None:
-            widget.setFocus()
-
-
 def _html(text: str) -> str:
     return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
 
 
 __all__ = ["COLUMNS", "GLYPHS", "STATUS_WORDS", "ContinueDialog", "TaskRow", "TasksModel", "TasksPanel",
-           "format_elapsed", "show_panel", "status_text"]
+           "format_elapsed", "status_text"]
