@@ -20,9 +20,11 @@ from workbench.engine.messages import Message
 from workbench.engine.middleware import Question, RunResult
 from workbench.engine.models.base import Model
 from workbench.engine.store import RunRecord, Store, ThreadInfo
-from workbench.engine.task_store import SETTLED, TaskRecord
+from workbench.engine.task_store import TaskRecord
 from workbench.engine.usage import Usage
 from workbench.errors import ConfigError, RunError
+from workbench.session_context import ContextCalls
+from workbench.session_tasks import TaskCalls
 
 EventListener = Callable[[Event], None]
 
@@ -81,7 +83,7 @@ def _model_factory(engine: Engine, cfg: WorkbenchConfig, threaded: bool, api_key
     return model_for
 
 
-class Session:
+class Session(ContextCalls, TaskCalls):
     """One workspace and its current thread. Create with ``await Session.open(...)``."""
 
     _config_stamp: tuple[Any, ...] | None = None
@@ -402,196 +404,6 @@ class Session:
         """The person's threads (a sub-agent's thread belongs to its task: see ``tasks``)."""
         children = self._task_store().child_threads() if self._task_store() is not None else set()
         return [t for t in self.store.threads() if t.id not in children]
-
-    # -- context compression (C5–C9) ------------------------------------------------------------------------
-    def _compression(self) -> Any:
-        from workbench.harness.compression import CompressionMiddleware
-
-        return self.middleware(CompressionMiddleware)
-
-    def compression_records(self, thread_id: str | None = None) -> list[dict[str, Any]]:
-        """The thread's compressions, oldest first: each with its trigger, tokens before/after, what each
-        strategy did and what was lost (``lost``: indices and sizes of the messages cut or replaced)."""
-        from workbench.harness.compression import CompressionStore
-
-        return CompressionStore(self.store).records(thread_id or self.thread_id)
-
-    def context_view(self) -> list[Message]:
-        """The messages the model sees of this thread now (the compressed view, C5)."""
-        from workbench.harness.compression import compressed_view
-
-        return compressed_view(self.messages, self.compression_records(), self.config.compression.max_tool_response_chars)
-
-    def context_figures(self) -> dict[str, Any]:
-        """C9 between runs: the thread's view size (an estimate), the trigger, the model's window, and
-        the newest compression (the window updates live from ``context_measured`` events). ``parts``:
-        the next request by source as ``context_measured`` has it (``system_prompt`` and
-        ``tool_schemas`` as the newest model call sent them, 0 before the first; the same estimate in
-        characters / 4); ``tokens`` stays the view's own estimate."""
-        from workbench.harness.compression import CHARS_PER_TOKEN, compressed_view, estimate
-
-        mw = self._compression()
-        records = self.compression_records()
-        stored = self.messages
-        view = compressed_view(stored, records, self.config.compression.max_tool_response_chars)
-        parts = {"system_prompt": 0, "messages": 0, "tool_results": 0, "tool_schemas": 0}
-        for m in view:
-            parts["tool_results" if m.role == "tool" else "messages"] += estimate((m,))
-        log = self.engine.prompt_log
-        calls = log.calls(self.thread_id) if log is not None else []
-        if calls:
-            system = "\n\n".join(log.text(p["hash"]) for p in calls[-1].get("system") or ())
-            parts["system_prompt"] = estimate((Message.system(system),))
-            tools = log.text(calls[-1]["tools"]) if calls[-1].get("tools") else ""
-            parts["tool_schemas"] = len(tools) // CHARS_PER_TOKEN if tools and tools != "[]" else 0
-        return {"tokens": estimate(view), "messages": len(view), "stored_messages": len(stored),
-                "trigger": mw.trigger if mw is not None else None,
-                "window": getattr(mw, "_window", None) if mw is not None else None,
-                "last": records[-1] if records else None, "parts": parts}
-
-    def prompt_sections(self, seq: int | None = None, thread_id: str | None = None) -> list[dict[str, Any]]:
-        """The system prompt of a model call (the newest when ``seq`` is None) by source, as the inspector
-        labels it: ``label`` ("instructions", "section <name> (<middleware>)"), ``tokens``, ``cacheable``.
-        Empty before the thread's first call. Cheap: no history is rebuilt (the Context panel, C9)."""
-        from workbench.engine.tokens import estimate_tokens
-
-        log = self.engine.prompt_log
-        calls = log.calls(thread_id or self.thread_id) if log is not None else []
-        if seq is not None:
-            calls = [c for c in calls if c["seq"] == seq]
-        if not calls or log is None:
-            return []
-        out = []
-        for part in calls[-1].get("system") or ():
-            text = log.text(part["hash"])
-            out.append({"label": part["label"], "tokens": estimate_tokens(text), "cacheable": bool(part.get("cacheable"))})
-        return out
-
-    async def compact(self) -> dict[str, Any] | None:
-        """"Compact now" (C7): compress this thread's history now, whatever its size (during a run: at its
-        next model step). Returns the new record, or None when nothing could be made smaller."""
-        mw = self._compression()
-        if mw is None or mw.records_store is None:
-            raise RunError("compression is not available in this session")
-        if self.running:
-            mw.force(self.thread_id)
-            return None
-        holder = self.store.holder(self.thread_id)
-        if holder is not None:
-            raise RunError(f"thread {self.thread_id} is running in another process ({holder.describe()})")
-        messages = self.messages
-        records = mw.records_store.records(self.thread_id)
-        return await mw.compress(messages, records, target=max(1, mw.trigger // 2), trigger="manual",
-                                 thread_id=self.thread_id,
-                                 emit=lambda type, **data: self.engine.post_event(self.thread_id, type, **data))
-
-    # -- prompt provenance (V1, V2) ---------------------------------------------------------------------------
-    def prompt_calls(self, thread_id: str | None = None) -> list[dict[str, Any]]:
-        """The model calls of a thread, oldest first: ``seq``, ``run``, ``step``, ``time``, ``model``,
-        ``status`` (ok, cut), ``usage``, ``messages`` (how many were sent), ``stored`` (how many stored
-        messages the thread had then: the call's answer is stored message #``stored``)."""
-        log = self.engine.prompt_log
-        calls = log.calls(thread_id or self.thread_id) if log is not None else []
-        return [{k: c.get(k) for k in ("seq", "run", "step", "time", "model", "status", "usage", "messages", "stored")}
-                for c in calls]
-
-    def inspect_call(self, seq: int, thread_id: str | None = None) -> dict[str, Any]:
-        """V2: one model call as sent — ``blocks`` (label, role, text, tokens, cacheable), ``cache_prefix_end``
-        (blocks before it are the cacheable prefix), ``diff`` against the previous call (block labels
-        ``added``/``removed``/``changed``), ``usage`` and ``model``. RunError for an unknown call."""
-        from workbench.engine.prompt_log import cache_prefix_end, rebuild
-        from workbench.harness.compression import compressed_view
-
-        tid = thread_id or self.thread_id
-        log = self.engine.prompt_log
-        calls = log.calls(tid) if log is not None else []
-        by_seq = {c["seq"]: c for c in calls}
-        if log is None or seq not in by_seq:
-            raise RunError(f"no model call #{seq} in thread {tid}")
-        cp = self.store.latest_checkpoint(tid)
-        stored = [Message.from_dict(m) for m in (cp.state.get("messages") or [])] if cp else []
-        records = self.compression_records(tid)
-        cap = self.config.compression.max_tool_response_chars
-
-        def blocks_of(call: dict[str, Any]) -> list[Any]:
-            return rebuild(log, call, stored, records, lambda m, r: compressed_view(m, r, cap))
-
-        blocks = blocks_of(by_seq[seq])
-        earlier = [c for c in calls if c["seq"] < seq]
-        diff: dict[str, list[str]] = {"added": [], "removed": [], "changed": []}
-        if earlier:
-            before = {b.label: b.text for b in blocks_of(earlier[-1])}
-            now = {b.label: b.text for b in blocks}
-            diff = {"added": [k for k in now if k not in before], "removed": [k for k in before if k not in now],
-                    "changed": [k for k in now if k in before and before[k] != now[k]]}
-        call = by_seq[seq]
-        return {"seq": seq, "model": call.get("model"), "usage": Usage.from_dict(call.get("usage")),
-                "status": call.get("status"), "blocks": blocks, "cache_prefix_end": cache_prefix_end(blocks),
-                "diff": diff, "previous": earlier[-1]["seq"] if earlier else None}
-
-    # -- sub-agent tasks (D5–D10) ----------------------------------------------------------------------------
-    _delegation: Any = None
-
-    def _task_store(self) -> Any:
-        d = self._delegation
-        return getattr(d, "tasks", None) if d is not None else None
-
-    def _runner(self) -> Any:
-        d = self._delegation
-        if d is None or d.runner is None:
-            raise RunError("this workspace has no sub-agents (subagents.agents in workbench.yaml)")
-        return d.runner
-
-    def tasks(self, thread_id: str | None = None, *, all_threads: bool = False) -> list[TaskRecord]:
-        """The sub-agent tasks this thread launched (every thread's with ``all_threads``), oldest first."""
-        store = self._task_store()
-        if store is None:
-            from workbench.engine.task_store import SqliteTaskStore
-
-            store = SqliteTaskStore(self.store)
-        return store.tasks(None if all_threads else (thread_id or self.thread_id))
-
-    def task(self, task_id: str) -> TaskRecord | None:
-        store = self._task_store()
-        return store.task(task_id) if store is not None else None
-
-    def task_messages(self, task_id: str) -> list[Message]:
-        """A task's sub-agent conversation (read-only: its thread belongs to the task)."""
-        task = self.task(task_id)
-        if task is None:
-            raise RunError(f"no task {task_id!r} in this workspace")
-        cp = self.store.latest_checkpoint(task.child_thread)
-        return [Message.from_dict(m) for m in (cp.state.get("messages") or [])] if cp else []
-
-    async def abort_task(self, task_id: str) -> TaskRecord | None:
-        """Stop a task that has not settled (D10): it ends ``aborted``; its siblings go on."""
-        return await self._runner().abort(task_id)
-
-    def continue_task(self, task_id: str, instructions: str) -> None:
-        """A further turn for a settled task's sub-agent, in the background (D5, D10)."""
-        self._runner().continue_task(task_id, instructions)
-
-    def answer_task(self, task_id: str, decisions: Mapping[str, Any]) -> None:
-        """Answer a background task's pending questions (D9: from the Tasks board or the inbox); the task
-        goes on in the background."""
-        task = self.task(task_id)
-        if task is None:
-            raise RunError(f"no task {task_id!r} in this workspace")
-        self._runner().resume(task_id, decisions)
-        self._drafts.clear(task.child_thread)
-
-    def cut_task_waits(self) -> None:
-        """End a ``wait_for_background_tasks`` in progress now (D7: the person cuts it short)."""
-        if self._delegation is not None and self._delegation.runner is not None:
-            self._delegation.runner.cut_waits()
-
-    async def wait_for_tasks(self, timeout: float | None = None) -> bool:
-        """Wait until every task of this thread has settled or waits for a decision (``workbench run``
-        without ``--detach``). False when ``timeout`` came first."""
-        if self._delegation is None or self._delegation.runner is None:
-            return True
-        ids = [t.id for t in self.tasks() if t.status not in SETTLED]
-        return await self._delegation.runner.wait(ids, 10**9 if timeout is None else timeout) if ids else True
 
     @staticmethod
     def trust_requests(workspace: Path | str) -> list[Any]:
