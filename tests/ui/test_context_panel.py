@@ -24,7 +24,7 @@ from tests.stub_server import StubReply, StubServer
 from tests.ui.helpers import click, distinct_colors, find_dialog, render_window, visible_dialog, wait_for
 from tests.ui.pending import warmed
 from tests.ui.test_accessibility import focus_out_of_order, unnamed
-from workbench.ui.context_panel import compression_headline, lost_line, meter_text, strategy_lines
+from workbench.ui.context_figures import compression_headline, lost_line, meter_text, strategy_lines
 from workbench.ui.prompt_inspector import MARKER, BlocksModel, call_for
 
 READ = ("read_file", {"path": "/project/big.txt"})
