@@ -429,15 +429,3 @@ async def test_c9_render_the_context_panel_and_the_inspector(
     await settle(window)
 
 
-@pytest.fixture
-def light_style(qapp: Any) -> Any:
-    """The app's light style sheet, as the app applies it; what was there before afterwards."""
-    from workbench.ui.style import apply_style
-
-    sheet, palette = qapp.styleSheet(), qapp.palette()
-    apply_style(qapp, "light")
-    yield qapp
-    qapp.setStyleSheet(sheet)
-    qapp.setPalette(palette)
-    for name in ("_workbench_theme", "_workbench_follows_system"):
-        qapp.setProperty(name, None)

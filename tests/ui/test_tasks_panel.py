@@ -410,20 +410,6 @@ async def test_d10_the_status_bar_counts_running_and_waiting_tasks(qtbot: Any) -
     assert not bar.tasks_button.isVisible()
 
 
-@pytest.fixture
-def light_style(qapp: Any) -> Any:
-    """The app's light style sheet, as the app applies it; what was there before afterwards."""
-    from workbench.ui.style import apply_style
-
-    sheet, palette = qapp.styleSheet(), qapp.palette()
-    apply_style(qapp, "light")
-    yield qapp
-    qapp.setStyleSheet(sheet)
-    qapp.setPalette(palette)
-    for name in ("_workbench_theme", "_workbench_follows_system"):
-        qapp.setProperty(name, None)
-
-
 async def test_d10_render_the_board(windows: Any, tasks_workspace: Any, stub_server: StubServer, qtbot: Any,
                                     tmp_path: Path, light_style: Any) -> None:
     """The board as the person sees it, among the window's real panels: one task completed, one running,
