@@ -289,3 +289,22 @@ async def test_the_demo_model_has_no_summariser_and_says_so(tmp_path: Path) -> N
         assert record is not None and "drop" in record["strategies"] and "cannot summarise" in record["reason"]
     finally:
         await session.close()
+
+
+def test_v1_the_prompt_log_stores_any_text(tmp_path: Path) -> None:
+    """R10: a section or a notice with lone surrogates, NUL or 2 MB is stored and read back."""
+    from workbench.engine.messages import ModelRequest
+    from workbench.engine.prompt_log import PromptLog, PromptPart
+    from workbench.engine.store import Store
+
+    store = Store(tmp_path / "s.sqlite3")
+    try:
+        log = PromptLog(store)
+        odd = "bad \udcff surrogate, NUL \x00 and " + "x" * 2_000_000
+        request = ModelRequest(system=odd, messages=(Message.user(odd, task_notice="t:1"),))
+        log.record("th", "run", 1, [PromptPart("section odd (X)", odd)], request, 1, 0, "m", None, "ok")
+        [call] = log.calls("th")
+        assert log.text(call["system"][0]["hash"]).endswith("x" * 100)
+        assert len(log.text(call["injected"][0]["hash"])) > 2_000_000
+    finally:
+        store.close()

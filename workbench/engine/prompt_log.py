@@ -18,7 +18,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from workbench.engine.messages import Message, ModelRequest
+from workbench.engine.messages import Message, ModelRequest, clean_text
 from workbench.engine.store import Store
 from workbench.engine.usage import Usage
 
@@ -76,7 +76,7 @@ class PromptLog:
         def ref(text: str) -> str:
             h = text_hash(text)
             if h not in self._known:
-                texts[h] = text
+                texts[h] = clean_text(text)  # R10: storable whatever a section or a notice holds
             return h
 
         system = [{"label": p.label, "hash": ref(p.text), "cacheable": p.cacheable} for p in parts if p.text]
