@@ -572,3 +572,26 @@ async def test_d5_another_process_opening_the_workspace_never_takes_a_live_proce
                                                                               "writer": "W done"}
     finally:
         await after.close()
+
+
+async def test_r10_a_task_with_odd_text_is_launched_and_stored(tmp_path: Path, stub_server: StubServer) -> None:
+    from workbench.harness.delegation import DelegationMiddleware
+
+    session = await Session.open(workspace(tmp_path, stub_server), api_key="sk-test")
+    try:
+        mw = session.middleware(DelegationMiddleware)
+        from types import SimpleNamespace
+
+        calls = SimpleNamespace(id="call_odd")
+        seen: list[Any] = []
+        ctx = SimpleNamespace(thread_id=session.thread_id, run_id="r", call=calls, get=lambda k, d=None: d,
+                              context_for=lambda kind: None,
+                              emit=lambda *a, **k: seen.append(a))
+        mw.runner.start = lambda task: seen.append(task)  # launched, not run (this test is about storing)
+        out = await mw._delegate("researcher", {"task": "Look \udcff at\x00 this " + "y" * 100_000,
+                                                "background": True}, ctx)
+        assert "Launched background task" in out
+        [task] = session.tasks()
+        assert task.description.startswith("Look") and len(task.prompt) > 100_000
+    finally:
+        await session.close()

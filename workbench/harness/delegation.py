@@ -36,7 +36,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from workbench.config import SubagentConfig, SubagentsConfig, WorkbenchConfig
-from workbench.engine.messages import Message, ModelRequest, ModelResponse, ToolCall
+from workbench.engine.messages import Message, ModelRequest, ModelResponse, ToolCall, clean_text
 from workbench.engine.middleware import AgentMiddleware, CallModel, CallTool, HookContext, Section, ToolContext
 from workbench.engine.task_store import SETTLED, SqliteTaskStore, TaskRecord
 from workbench.engine.tools import NeedsApproval, Tool, ToolOutcome, inner_question_id, schema
@@ -220,7 +220,7 @@ class DelegationMiddleware(AgentMiddleware):
             if self.sub.max_delegations and len(launched) >= self.sub.max_delegations:
                 return ToolOutcome.error(f"Refused: this run already delegated {len(launched)} task(s), the most "
                                          f"subagents.max_delegations allows ({self.sub.max_delegations}).")
-            text = str(args.get("task") or "").strip()
+            text = clean_text(str(args.get("task") or "")).strip()  # R10: model text, stored as the task
             if not text:
                 return ToolOutcome.error("Error: the task is empty; say what the sub-agent should do.")
             cfg = self._agents[agent]
@@ -384,7 +384,7 @@ class DelegationMiddleware(AgentMiddleware):
         if task.status not in SETTLED:
             return ToolOutcome.error(f"Error: task {task.id} is {task.status}; only a settled task can be continued")
         self._count_usage(ctx, task)
-        self.runner.continue_task(task.id, str(args.get("instructions") or ""))
+        self.runner.continue_task(task.id, clean_text(str(args.get("instructions") or "")))
         return f"Task {task.id} continues in the background; you will be notified here when it settles."
 
 
