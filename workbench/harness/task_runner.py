@@ -126,6 +126,7 @@ class LocalTaskRunner:
         self._watched: set[int] = set()
         self._by_thread: dict[str, str] = {}  # child thread -> task id (progress events)
         self._progress: dict[str, dict[str, Any]] = {}
+        self._records: dict[str, TaskRecord] = {}  # the newest stored state of each task this runner drove
         self._closed = False
         # How a queued task starts when it is not a fresh run: a further turn, or a recovered step.
         self._continue_with: dict[str, Callable[[], Awaitable[RunResult]]] = {}
@@ -329,6 +330,7 @@ class LocalTaskRunner:
         engine = self._engine(record)
         now = time.time()
         record = self.tasks.update_task(task_id, status="pending", started=record.started or now) or record
+        self._records[task_id] = record
         self._publish(record, "task_progress", self._progress_data(record))
         self._notify()
         limit = self.timeout_seconds - (now - (record.started or now))
@@ -365,8 +367,9 @@ class LocalTaskRunner:
     def _record_result(self, record: TaskRecord, result: RunResult, *, expired: bool = False) -> TaskRecord:
         _DRIVEN.discard(record.id)  # settled or waiting for a decision: nobody drives it now
         if result.status == "interrupted":
-            record = self.tasks.update_task(record.id, status="awaiting_decision",
-                                            usage=self._usage(record)) or record
+            record = self.tasks.update_task(record.id, status="awaiting_decision", usage=self._usage(record),
+                                            last_tool=self._last_tool(record)) or record
+            self._records[record.id] = record
             self._publish(record, "task_progress", self._progress_data(record))
             self._notify()
             return record
@@ -382,12 +385,16 @@ class LocalTaskRunner:
         _DRIVEN.discard(record.id)
         usage = self._usage(record)
         record = self.tasks.update_task(record.id, status=status, settled=time.time(), outcome=outcome,
-                                        error=error, usage=usage) or record
+                                        error=error, usage=usage, last_tool=self._last_tool(record)) or record
+        self._records[record.id] = record
         self._publish(record, "task_settled", {"task_id": record.id, "agent": record.agent, "status": status,
                                                "usage": usage.to_dict()})
         self._publish(record, "task_progress", self._progress_data(record))
         self._notify()
         return record
+
+    def _last_tool(self, record: TaskRecord) -> str:
+        return str((self._progress.get(record.id) or {}).get("last_tool") or record.last_tool)
 
     def _usage(self, record: TaskRecord) -> Usage:
         return self.tasks_store_threads().thread_usage(record.child_thread)
@@ -412,10 +419,12 @@ class LocalTaskRunner:
             progress["usage"] = progress["usage"] + Usage.from_dict(event.data.get("usage"))
         else:
             return
-        record = self.tasks.task(task_id)
+        # From memory: a progress event is one per tool call and model call of every task, and in the
+        # window it runs on the GUI loop — no store read or write here (the last tool is stored with the
+        # status changes and at the end, _record_result / _settle).
+        record = self._records.get(task_id) or self.tasks.task(task_id)
         if record is not None:
-            if event.type == "tool_call_started":
-                record = self.tasks.update_task(task_id, last_tool=progress["last_tool"]) or record
+            self._records[task_id] = record
             self._publish(record, "task_progress", self._progress_data(record))
 
     def _progress_data(self, record: TaskRecord) -> dict[str, Any]:
