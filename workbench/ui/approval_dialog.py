@@ -30,6 +30,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from workbench.ui.buttons import quiet_button
 from workbench.ui.proposed_diff import FILE_TOOLS, DiffHighlighter, proposed_text, unified_diff
 from workbench.ui.qt_async import start
 from workbench.ui.style import safe_is_dark
@@ -210,12 +211,7 @@ class ApprovalDialog(QDialog):
             self._highlighter.set_dark(safe_is_dark())
 
     def _button(self, text: str, name: str, slot: Callable[[], Any]) -> QPushButton:
-        b = QPushButton(text, self)
-        b.setObjectName(name)
-        b.setAutoDefault(False)  # G7: Enter never presses a button here (autoDefault is on in a QDialog)
-        b.setDefault(False)
-        b.clicked.connect(lambda _checked=False: slot())
-        return b
+        return quiet_button(self, text, name, slot)  # G7: autoDefault is on in a QDialog; not on these
 
     # -- the current call -----------------------------------------------------------------------------
     @property

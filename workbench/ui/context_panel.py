@@ -51,6 +51,7 @@ from PySide6.QtWidgets import (
 )
 
 from workbench.errors import WorkbenchError
+from workbench.ui.buttons import quiet_button
 from workbench.ui import qt_async
 from workbench.ui.panel_tasks import PanelTasks
 from workbench.ui.context_figures import (
@@ -274,13 +275,7 @@ class ContextPanel(QWidget):
         self._render()
 
     def _button(self, text: str, name: str, slot: Callable[[], Any], tip: str) -> QPushButton:
-        b = QPushButton(text, self)
-        b.setObjectName(name)
-        b.setToolTip(tip)
-        b.setAutoDefault(False)  # G7: Enter presses nothing here
-        b.setDefault(False)
-        b.clicked.connect(lambda _=False: slot())
-        return b
+        return quiet_button(self, text, name, slot, tip)  # G7: Enter presses nothing here
 
     # -- the panel contract -----------------------------------------------------------------------------------
     def set_session(self, session: Session | None) -> None:

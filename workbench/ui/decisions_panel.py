@@ -36,6 +36,7 @@ from PySide6.QtWidgets import (
 
 from workbench.budget_words import hold_fields, more_words, until_words
 from workbench.decisions import format_age
+from workbench.ui.buttons import quiet_button
 from workbench.ui import qt_async
 
 if TYPE_CHECKING:
@@ -159,12 +160,7 @@ class DecisionsPanel(QWidget):
 
     @staticmethod
     def _button(text: str, name: str, slot: Any, parent: QWidget) -> QPushButton:
-        b = QPushButton(text, parent)
-        b.setObjectName(name)
-        b.setAutoDefault(False)  # G7: no button here is pressed by Enter
-        b.setDefault(False)
-        b.clicked.connect(lambda _=False: slot())
-        return b
+        return quiet_button(parent, text, name, slot)  # G7: no button here is pressed by Enter
 
     # -- the panel contract ---------------------------------------------------------------------------
     def set_session(self, session: Any) -> None:

@@ -126,6 +126,18 @@ def install_decisions_panel(window: Any, tab_with: Any = None) -> QWidget:
     return panel
 
 
+def _register(window: Any, title: str, panel: QWidget, follow: bool) -> None:
+    """A dock plugged in after the others: listed in ``window.panels``; with ``follow``, given the
+    session now and on every thread attached (the window's own panels get it through ``install_panels``)."""
+    if isinstance(getattr(window, "panels", None), dict):
+        window.panels[title] = panel
+    if follow:
+        bridge = window.bridge
+        bridge.sig_thread_attached.connect(lambda _tid: panel.set_session(bridge.session))
+        if bridge.session is not None:
+            panel.set_session(bridge.session)
+
+
 def install_tasks_panel(window: Any, tab_with: Any = None, *, follow: bool = True) -> QWidget:
     """The Tasks dock (D10, the board of the thread's sub-agent tasks), live from the bridge's task
     signals; tabbed with ``tab_with`` when given. Installed once; it feeds the status bar's "N tasks
@@ -149,12 +161,7 @@ def install_tasks_panel(window: Any, tab_with: Any = None, *, follow: bool = Tru
         show = getattr(window, "show_task_transcript", None)
         if callable(show):
             panel.sig_transcript_requested.connect(show)
-        if isinstance(getattr(window, "panels", None), dict):  # plugged in after the others
-            window.panels["Tasks"] = panel
-        if follow:
-            bridge.sig_thread_attached.connect(lambda _tid: panel.set_session(bridge.session))
-            if bridge.session is not None:
-                panel.set_session(bridge.session)
+        _register(window, "Tasks", panel, follow)
     return panel
 
 
@@ -180,12 +187,7 @@ def install_context_panel(window: Any, tab_with: Any = None, *, follow: bool = T
             window.status.showMessage("Context nearly full: see the Context panel.", 8000)
 
         panel.sig_attention_requested.connect(attention)
-        if isinstance(getattr(window, "panels", None), dict):  # plugged in after the others
-            window.panels["Context"] = panel
-        if follow:
-            bridge.sig_thread_attached.connect(lambda _tid: panel.set_session(bridge.session))
-            if bridge.session is not None:
-                panel.set_session(bridge.session)
+        _register(window, "Context", panel, follow)
     return panel
 
 

@@ -39,6 +39,7 @@ from PySide6.QtWidgets import (
 )
 
 from workbench.errors import WorkbenchError
+from workbench.ui.buttons import quiet_button
 from workbench.ui import qt_async
 from workbench.ui.style import safe_is_dark
 from workbench.ui.table_model import RowsTableModel
@@ -271,13 +272,7 @@ class PromptInspector(QDialog):
         self.show_call(call)
 
     def _button(self, text: str, name: str, slot: Callable[[], Any], tip: str) -> QPushButton:
-        b = QPushButton(text, self)
-        b.setObjectName(name)
-        b.setToolTip(tip)
-        b.setAutoDefault(False)  # read-only: Enter presses nothing
-        b.setDefault(False)
-        b.clicked.connect(lambda _=False: slot())
-        return b
+        return quiet_button(self, text, name, slot, tip)  # read-only: Enter presses nothing
 
     # -- content ----------------------------------------------------------------------------------------------
     def show_call(self, call: Mapping[str, Any]) -> None:

@@ -47,6 +47,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from workbench.ui.buttons import quiet_button
 from workbench.ui import qt_async
 from workbench.ui.style import is_dark, status_color
 from workbench.ui.table_model import RowsTableModel
@@ -455,13 +456,7 @@ class TasksPanel(QWidget):
 
     @staticmethod
     def _button(text: str, name: str, slot: Callable[[], Any], parent: QWidget, tip: str) -> QPushButton:
-        b = QPushButton(text, parent)
-        b.setObjectName(name)
-        b.setToolTip(tip)
-        b.setAutoDefault(False)  # G7: Enter presses nothing here
-        b.setDefault(False)
-        b.clicked.connect(lambda _=False: slot())
-        return b
+        return quiet_button(parent, text, name, slot, tip)  # G7: Enter presses nothing here
 
     # -- the panel contract ---------------------------------------------------------------------------
     def set_session(self, session: Session | None) -> None:
