@@ -47,20 +47,12 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from harness_overhead import isolate  # noqa: E402  (the same isolation as the overhead benchmark)
 
 RATIO_TARGET = 1.5
 STEPS = 4  # ls calls per task, then its answer
-
-
-def isolate(base: Path) -> None:
-    """Keep the benchmark away from the real user folders and provider keys."""
-    home = base / "home"
-    home.mkdir(exist_ok=True)
-    os.environ["HOME"] = str(home)
-    os.environ["WORKBENCH_CONFIG_DIR"] = str(base / "config")
-    os.environ["WORKBENCH_DATA_DIR"] = str(base / "data")
-    for key in ("OPENAI_API_KEY", "OPENAI_API_BASE", "OPENAI_BASE_URL"):
-        os.environ.pop(key, None)
 
 
 def make_workspace(base: Path, url: str, tasks: int, max_concurrent: int) -> Path:
