@@ -191,7 +191,6 @@ def plan(messages: Sequence[Message], records: Sequence[Mapping[str, Any]], cfg:
     """The cheap strategies (dedupe, truncate) over the current view; returns the plan and the view
     with them applied. Pure."""
     p = Plan(upto=len(messages))
-    current = compressed_view(messages, records, cfg.max_tool_response_chars)
     touched = _touched(records)
     tools = _tool_results(messages)
     covered = _covered(records)
