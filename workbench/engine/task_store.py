@@ -88,6 +88,9 @@ class TaskRecord:
 class TaskStore(Protocol):
     """What a task runner needs of a store (D11): a shared store (Postgres) implements these."""
 
+    #: The thread store the child threads live in (their runs, checkpoints, usage and claims, R7).
+    store: Store
+
     def create_task(self, *, parent_thread: str, parent_run: str, call_id: str, agent: str, child_thread: str,
                     description: str, background: bool, status: str, envelope: dict[str, Any],
                     depth: int, prompt: str) -> TaskRecord: ...

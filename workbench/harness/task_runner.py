@@ -286,7 +286,7 @@ class LocalTaskRunner:
     # -- driving ------------------------------------------------------------------------------------------
     def tasks_store_threads(self) -> Any:
         """The thread store under the task store (runs, checkpoints, claims of the child threads)."""
-        return getattr(self.tasks, "store")
+        return self.tasks.store
 
     def _pump(self) -> None:
         """Start queued background tasks while slots are free."""
