@@ -60,7 +60,10 @@ def _bind_delegation(stack: list[Any], engine: Engine, cfg: WorkbenchConfig, thr
 
     for mw in stack:
         if isinstance(mw, DelegationMiddleware):
-            mw.bind(engine, _model_factory(engine, cfg, threaded, api_key))
+            # The window (threaded) keeps the sub-agents' steps off its GUI loop: their own loop and thread.
+            # There a sub-agent's own model streams on that loop directly: a model thread of its own would
+            # only add a hop and one more thread taking turns at the GIL with the GUI's.
+            mw.bind(engine, _model_factory(engine, cfg, False, api_key), own_loop=threaded)
             return mw
     return None
 
@@ -620,7 +623,7 @@ class Session(ContextCalls, TaskCalls):
         if self.running:
             await self.stop()
         if self._delegation is not None and self._delegation.runner is not None:
-            await self._delegation.runner.close()  # D5: its tasks stay pending in the store, recovered later
+            await self._delegation.close()  # D5: its tasks stay pending in the store, recovered later
         if self.engine.prompt_log is not None:
             try:
                 self.engine.prompt_log.flush()

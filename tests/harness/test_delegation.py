@@ -14,6 +14,23 @@ from tests.stub_server import StubReply, StubServer
 from workbench.session import Session
 
 
+@pytest.fixture(autouse=True, params=["caller's loop", "task loop"])
+def runner_loop(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    """Every test runs twice: sub-agents on the caller's loop (CLI, scripts) and, as the window runs them,
+    on a private loop in their own thread with their own store connection (``threaded_model=True``)."""
+    if request.param == "task loop":
+        if "process" in request.node.name or "kill_9" in request.node.name:
+            pytest.skip("runs its sessions in subprocesses, which open them the CLI's way")
+        original = Session.open.__func__  # type: ignore[attr-defined]
+
+        async def open_threaded(cls: type[Session], *args: Any, **kwargs: Any) -> Session:
+            kwargs.setdefault("threaded_model", True)
+            return await original(cls, *args, **kwargs)
+
+        monkeypatch.setattr(Session, "open", classmethod(open_threaded))
+    return str(request.param)
+
+
 def workspace(tmp_path: Path, stub: StubServer, *, extra: str = "", agents: str = "", budget: str = "",
               permissions: str = "{default: allow}") -> Path:
     ws = tmp_path / "ws"
@@ -595,3 +612,32 @@ async def test_r10_a_task_with_odd_text_is_launched_and_stored(tmp_path: Path, s
         assert task.description.startswith("Look") and len(task.prompt) > 100_000
     finally:
         await session.close()
+
+
+async def test_d11_in_the_window_sub_agents_run_on_their_own_thread_and_loop(tmp_path: Path, stub_server: StubServer,
+                                                                            runner_loop: str) -> None:
+    """The window opens sessions with threaded_model=True: there a background sub-agent's steps run on the
+    task loop's thread (not the caller's, which is the GUI's), and closing the session ends that thread."""
+    import threading
+
+    if runner_loop != "task loop":
+        pytest.skip("the window's way only")
+    stub_server.script_for("parent",
+                           StubReply(tool_calls=[("delegate_to_researcher", {"task": "Dig", "background": True})]),
+                           StubReply(text="Launched."))
+    stub_server.script_for("researcher", StubReply(tool_calls=[("ls", {"path": "/project"})]),
+                           StubReply(text="Deep result.", delay=0.2))
+    session = await Session.open(workspace(tmp_path, stub_server), api_key="sk-test")
+    seen: list[str] = []
+    try:
+        assert (await session.run("Launch it")).status == "done"
+        [task] = session.tasks()
+        engine = session._delegation.engine_for_task(task)  # the child engine the runner drives
+        engine.subscribe(lambda e: seen.append(threading.current_thread().name))
+        assert await session.wait_for_tasks(10)
+        assert session.task(task.id).status == "completed"
+        assert seen and set(seen) == {"workbench-tasks"}, seen
+        assert any(t.name == "workbench-tasks" for t in threading.enumerate())
+    finally:
+        await session.close()
+    assert not any(t.name == "workbench-tasks" and t.is_alive() for t in threading.enumerate())

@@ -74,17 +74,39 @@ class DelegationMiddleware(AgentMiddleware):
         self._tool_agent = {self.sub.tool_name(a.name): a.name for a in self.sub.agents}
         self.runner: TaskRunner | None = None
         self._engines: dict[str, Engine] = {}
+        self._child_store: Any = None
 
     # -- wiring (Session.open) -----------------------------------------------------------------------------
-    def bind(self, engine: Engine, model_factory: ModelFactory) -> None:
-        """Attach to the engine this stack runs in: the runner, the store, the model for each sub-agent."""
+    def bind(self, engine: Engine, model_factory: ModelFactory, *, own_loop: bool = False) -> None:
+        """Attach to the engine this stack runs in: the runner, the store, the model for each sub-agent.
+
+        ``own_loop``: the sub-agents run on a private loop in their own OS thread, with their own
+        connection to the store, so the caller's loop (the window's GUI loop) carries none of their
+        steps (see harness/task_loop.py)."""
         from workbench.harness.task_runner import LocalTaskRunner
 
         self._parent = engine
         self._model_factory = model_factory
         self.tasks = SqliteTaskStore(engine.store)
+        self._child_store = engine.store
+        task_loop = None
+        if own_loop:
+            from workbench.engine.store import Store
+            from workbench.harness.task_loop import TaskLoop
+
+            task_loop = TaskLoop()
+            self._child_store = Store(engine.store.path)
         self.runner = LocalTaskRunner(self.tasks, self.engine_for_task, max_concurrent=self.sub.max_concurrent,
-                                      timeout_seconds=self.sub.timeout_seconds, publish=self._publish)
+                                      timeout_seconds=self.sub.timeout_seconds, publish=self._publish,
+                                      task_loop=task_loop)
+
+    async def close(self) -> None:
+        """Stop driving tasks here (they stay ``pending`` in the store, D5) and let go of what the
+        sub-agents ran on."""
+        if self.runner is not None:
+            await self.runner.close()
+        if self._child_store is not self._parent.store:
+            self._child_store.close()
 
     def _publish(self, task: TaskRecord, type: str, data: dict[str, Any]) -> None:
         self._parent.post_event(task.parent_thread, type, **data)
@@ -99,7 +121,7 @@ class DelegationMiddleware(AgentMiddleware):
             cfg = self._agents.get(task.agent)
             if cfg is None:
                 raise ValueError(f"sub-agent {task.agent!r} is not configured in workbench.yaml any more")
-            engine = build_child_engine(self.config, self.workspace, self._parent.store, cfg,
+            engine = build_child_engine(self.config, self.workspace, self._child_store, cfg,
                                         depth=task.depth, envelope=task.envelope,
                                         model=self._model_factory(cfg.model), model_factory=self._model_factory)
             self._engines[task.id] = engine

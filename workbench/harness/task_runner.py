@@ -3,7 +3,8 @@
 The delegation middleware starts, watches, answers and aborts tasks only through ``TaskRunner``, and
 the runner reaches the store only through ``TaskStore`` (engine/task_store.py). ``LocalTaskRunner``
 runs each task as a real run of a child ``Engine`` (one per sub-agent, sharing the workspace's store)
-on the task's own thread, as an asyncio task in this process:
+on the task's own thread, as an asyncio task in this process — on the caller's loop, or, given a
+``TaskLoop`` (the window does: its loop is the GUI's), on that private loop in its own OS thread:
 
 - at most ``max_concurrent`` background tasks run at once; the others wait ``queued`` (D7);
 - each has a wall-clock limit (``timeout_seconds``): then its run is stopped and the task is
@@ -37,6 +38,7 @@ from workbench.engine.events import Event
 from workbench.engine.middleware import RunResult
 from workbench.engine.task_store import SETTLED, TaskRecord, TaskStore
 from workbench.engine.usage import Usage
+from workbench.harness.task_loop import TaskLoop
 
 log = logging.getLogger(__name__)
 
@@ -112,8 +114,12 @@ class LocalTaskRunner:
     """``TaskRunner`` on this process's asyncio loop (see the module)."""
 
     def __init__(self, tasks: TaskStore, engine_for: Callable[[TaskRecord], Engine], *, max_concurrent: int = 4,
-                 timeout_seconds: float = 600.0, publish: Publish | None = None) -> None:
+                 timeout_seconds: float = 600.0, publish: Publish | None = None,
+                 task_loop: TaskLoop | None = None) -> None:
         self.tasks = tasks
+        # Where child engines run (None: here). The runner's own bookkeeping — task records, progress,
+        # notices — always stays on the loop that calls it.
+        self._task_loop = task_loop
         self._engine_for = engine_for
         self.max_concurrent = max(1, int(max_concurrent))
         self.timeout_seconds = float(timeout_seconds)
@@ -187,7 +193,7 @@ class LocalTaskRunner:
             return self._settle(record, "aborted", error="aborted before it started")
         driver = self._drivers.get(task_id)
         if driver is not None and not driver.done():
-            self._engine(record).stop(record.child_thread)
+            self._stop(self._engine(record), record.child_thread)
             with contextlib.suppress(Exception, asyncio.CancelledError):
                 await asyncio.wait_for(asyncio.shield(driver), 30)
             record = self.tasks.task(task_id) or record
@@ -201,8 +207,9 @@ class LocalTaskRunner:
             engine = self._engine(record)
             questions, _ = thread_questions(self.tasks_store_threads(), record.child_thread)
             with contextlib.suppress(Exception):
-                await abandon(engine, record.child_thread, questions,
-                              lambda d: engine.resume(record.child_thread, d), "The task was aborted.")
+                await self._launch(lambda: abandon(engine, record.child_thread, questions,
+                                                   lambda d: engine.resume(record.child_thread, d),
+                                                   "The task was aborted."))
         return self._settle(self.tasks.task(task_id) or record, "aborted", error="aborted")
 
     def resume(self, task_id: str, decisions: Mapping[str, Any]) -> None:
@@ -255,6 +262,8 @@ class LocalTaskRunner:
         for d in drivers:
             with contextlib.suppress(BaseException):
                 await d
+        if self._task_loop is not None:  # the cut runs unwind there (each stores how it was cut)
+            await self._task_loop.aclose()
 
     # -- recovery (D5: a restarted app picks tasks up) -------------------------------------------------------
     def recover(self, parent_threads: Sequence[str] | None = None) -> list[str]:
@@ -334,13 +343,13 @@ class LocalTaskRunner:
         self._publish(record, "task_progress", self._progress_data(record))
         self._notify()
         limit = self.timeout_seconds - (now - (record.started or now))
-        run = asyncio.ensure_future(start())
+        run = self._launch(start)
         expired = False
         try:
             done, _ = await asyncio.wait({run}, timeout=max(0.0, limit))
             if not done:  # D7: the wall-clock limit
                 expired = True
-                engine.stop(record.child_thread)
+                self._stop(engine, record.child_thread)
             result = await run
         except asyncio.CancelledError:
             if self._closed:
@@ -353,7 +362,7 @@ class LocalTaskRunner:
             # The parent was stopped (a foreground task is one of its tool calls): stop the sub-agent
             # too, and store how it ended.
             if not run.done():
-                engine.stop(record.child_thread)
+                self._stop(engine, record.child_thread)
                 with contextlib.suppress(BaseException):
                     await asyncio.wait_for(asyncio.shield(run), 10)
             if run.done() and not run.cancelled() and run.exception() is None:
@@ -399,14 +408,41 @@ class LocalTaskRunner:
     def _usage(self, record: TaskRecord) -> Usage:
         return self.tasks_store_threads().thread_usage(record.child_thread)
 
+    def _launch(self, start: Callable[[], Awaitable[Any]]) -> asyncio.Future[Any]:
+        """Start a child engine's coroutine where child engines run; awaitable here."""
+        if self._task_loop is None:
+            return asyncio.ensure_future(start())
+        return self._task_loop.submit(start)
+
+    def _stop(self, engine: Engine, thread_id: str) -> None:
+        """``Engine.stop`` on the loop the engine's runs live on (its run state is that loop's)."""
+        if self._task_loop is None:
+            engine.stop(thread_id)
+        else:
+            self._task_loop.call(engine.stop, thread_id)
+
     # -- progress ----------------------------------------------------------------------------------------
     def _engine(self, record: TaskRecord) -> Engine:
         engine = self._engine_for(record)
         self._by_thread[record.child_thread] = record.id
         if id(engine) not in self._watched:
             self._watched.add(id(engine))
-            engine.subscribe(self._on_child_event)
+            if self._task_loop is None:
+                engine.subscribe(self._on_child_event)
+            else:
+                engine.subscribe(self._forward(asyncio.get_running_loop()))
         return engine
+
+    def _forward(self, home: asyncio.AbstractEventLoop) -> Callable[[Event], None]:
+        """A child engine's listener on the task loop: only the events progress is made of cross back
+        (not every streamed delta), as one callback each on the runner's loop."""
+
+        def forward(event: Event) -> None:
+            if event.type in ("tool_call_started", "model_call_finished") and not home.is_closed():
+                with contextlib.suppress(RuntimeError):
+                    home.call_soon_threadsafe(self._on_child_event, event)
+
+        return forward
 
     def _on_child_event(self, event: Event) -> None:
         task_id = self._by_thread.get(event.thread_id)
