@@ -35,6 +35,9 @@ XCB_HINT = (
     "need none of this."
 )
 DEMO_FOLDER = "demo-workspace"
+# The reverse-DNS id (K1): the .desktop file, the AppStream metainfo, the icon and the Flatpak app id in
+# packaging/ are all named with it. Wayland shows a window's icon by matching this against the .desktop file.
+APP_ID = "io.github.agentworkbench.Workbench"
 
 
 # ------------------------------------------------------------------------------------------------
@@ -68,6 +71,41 @@ def install_qt_message_handler() -> None:
         logging.getLogger("qt").log(level, "%s", message)
 
     qInstallMessageHandler(handler)
+
+
+# ------------------------------------------------------------------------------------------------
+# Before Qt
+
+
+def import_pydantic_before_qt() -> None:
+    """Import pydantic's validators before PySide6 loads (~50 ms; litellm needs pydantic anyway).
+
+    Once PySide6 is imported, shiboken's import hook inspects each newly imported module, and that
+    inspection reads ``__wrapped__`` through pydantic's module ``__getattr__``, which imports
+    ``pydantic._internal._validators``; when that module is itself mid-import, litellm's import fails
+    ("cannot import name 'import_string' from partially initialized module"). Seen in about one run in
+    two in the PyInstaller bundle (K2); imported first, it never is.
+    """
+    try:
+        import pydantic._internal._validators  # noqa: F401
+    except ImportError:  # another pydantic layout, or none: nothing to protect
+        pass
+
+
+# ------------------------------------------------------------------------------------------------
+# The app icon
+
+
+def app_icon() -> Any:
+    """The app's icon (K1): the SVG shipped in ``workbench.resources/icons``, the one the .desktop entry
+    names. A null icon (the file missing, or Qt's SVG icon engine absent) is logged, not fatal."""
+    from PySide6.QtGui import QIcon
+
+    path = resources.files("workbench.resources") / "icons" / f"{APP_ID}.svg"
+    icon = QIcon(str(path))  # the package's files are on disk (wheel, bundle): the engine reads it lazily
+    if icon.isNull():
+        log.warning("the app icon %s could not be loaded; windows show the platform's default icon", path)
+    return icon
 
 
 # ------------------------------------------------------------------------------------------------
@@ -164,12 +202,18 @@ def plug_panels(window: Any) -> None:
 # main
 
 
-def _parse(argv: Sequence[str]) -> argparse.Namespace:
+def window_parser() -> argparse.ArgumentParser:
+    """``workbench`` with no command (docs/cli.md is generated from it too)."""
     p = argparse.ArgumentParser(prog="workbench", description="Open the Agent Workbench window.")
-    p.add_argument("--workspace", help="open this workspace folder (default: the last one, or the demo)")
-    p.add_argument("--model", help="use this model instead of the workspace's")
+    p.add_argument("--workspace", metavar="DIR",
+                   help="open this workspace folder (default: the last one, or the demo)")
+    p.add_argument("--model", metavar="M", help="use this model instead of the workspace's")
     p.add_argument("--exit-after-start", action="store_true", help=argparse.SUPPRESS)
-    return p.parse_args(list(argv))
+    return p
+
+
+def _parse(argv: Sequence[str]) -> argparse.Namespace:
+    return window_parser().parse_args(list(argv))
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -177,13 +221,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = _parse(sys.argv[1:] if argv is None else argv)
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     os.environ.setdefault("QT_API", "pyside6")
+    import_pydantic_before_qt()
     install_qt_message_handler()
     from workbench.ui import qt_async
 
     app = qt_async.application([sys.argv[0] if sys.argv else "workbench"])
     app.setApplicationName("Agent Workbench")
     app.setOrganizationName("workbench")
-    app.setDesktopFileName("io.github.agent_workbench")
+    app.setDesktopFileName(APP_ID)
+    app.setWindowIcon(app_icon())
     app.setQuitOnLastWindowClosed(False)  # the loop ends when the window's session is closed
     from workbench.ui.style import apply_app_style
 
@@ -222,6 +268,7 @@ async def _amain(app: Any, args: argparse.Namespace) -> int:
         await window.try_open_workspace(workspace, model=args.model or model, api_base=api_base or None)
     if args.exit_after_start:
         print(json.dumps({"shown_s": round(shown, 3), "litellm_imported_at_show": litellm_at_show,
+                          "icon": not window.windowIcon().isNull(), "desktop_file": app.desktopFileName(),
                           "model": window.session.model_name if window.session else None,
                           "api_base": window.session.config.api_base if window.session else None,
                           "workspace": str(window.session.workspace) if window.session else None}), flush=True)

@@ -24,6 +24,8 @@ from workbench.engine.task_store import TaskRecord
 from workbench.engine.usage import Usage
 from workbench.errors import ConfigError, RunError
 from workbench.session_context import ContextCalls
+from workbench.session_history import HistoryCalls, HistoryPage
+from workbench.session_mcp import McpCalls, McpServerInfo, McpToolInfo
 from workbench.session_tasks import TaskCalls
 
 EventListener = Callable[[Event], None]
@@ -86,7 +88,7 @@ def _model_factory(engine: Engine, cfg: WorkbenchConfig, threaded: bool, api_key
     return model_for
 
 
-class Session(ContextCalls, TaskCalls):
+class Session(ContextCalls, TaskCalls, McpCalls, HistoryCalls):
     """One workspace and its current thread. Create with ``await Session.open(...)``."""
 
     _config_stamp: tuple[Any, ...] | None = None
@@ -188,6 +190,7 @@ class Session(ContextCalls, TaskCalls):
             middleware=stack,
             backend=backend,
             max_prompt_section_tokens=cfg.max_prompt_section_tokens,
+            max_steps=None,  # B5: the stack's step budget holds the run at its step limit instead
         )
         engine = Engine(agent, store)
         delegation = _bind_delegation(stack, engine, cfg, threaded_model, api_key)
@@ -202,6 +205,7 @@ class Session(ContextCalls, TaskCalls):
         session._config_stamp = stamp
         session._overrides = (model if isinstance(model, str) else None, api_base)
         session._delegation = delegation
+        session._attach_mcp()  # X5: the servers' changes reach the Servers panel as events
         session._recover_tasks()
         return session
 
@@ -279,15 +283,18 @@ class Session(ContextCalls, TaskCalls):
                 self._task = None
 
     # -- events ----------------------------------------------------------------------------------------------
-    def subscribe(self, listener: EventListener, *, replay: bool = True) -> Callable[[], None]:
+    def subscribe(self, listener: EventListener, *, replay: bool = True,
+                  recent: int | None = None) -> Callable[[], None]:
         """Call ``listener`` with this thread's durable events so far (if ``replay``), then every new one.
 
         Mid-run, "so far" includes the run's durable events not stored yet (they are written with the
-        step's checkpoint); each durable event reaches the listener once, in order.
+        step's checkpoint); each durable event reaches the listener once, in order. ``recent`` (G13): of
+        the stored ones only the newest ``recent`` in full and, before them, all but the per-call events
+        (``replay_events``) — what the window needs of a long thread.
         """
         replayed: set[tuple[str, int]] = set()  # in-flight events replayed here: never delivered again
         if replay:
-            events = self.store.events(self.thread_id)
+            events = self.store.events(self.thread_id) if recent is None else self.replay_events(recent)
             stored = events[-1].seq if events else 0
             unsaved = [e for e in self.engine.unsaved_events(self.thread_id) if e.seq > stored]
             replayed = {(e.thread_id, e.seq) for e in unsaved}
@@ -354,13 +361,16 @@ class Session(ContextCalls, TaskCalls):
         computation the budget enforces; live updates come as ``budget_updated`` events)."""
         from workbench.harness.budget import measure_budgets
 
-        if not self.config.budget:
+        budgets = self.config.effective_budget  # B5: with the default step hold
+        if not budgets:
             return []
         run = self.last_run
         run_id = run.id if run is not None else ""
         run_usage = sum((u for _, u in self.store.usage_calls(self.thread_id, run_id)), Usage()) if run_id else Usage()
-        return measure_budgets(self.config.budget, run_usage=run_usage, thread_usage=self.usage,
-                               state=self._state(), run_id=run_id)
+        cp = self.store.latest_checkpoint(self.thread_id, messages=False)
+        steps = cp.step if cp is not None and run_id and cp.run_id == run_id else 0
+        return measure_budgets(budgets, run_usage=run_usage, thread_usage=self.usage,
+                               state=cp.state if cp is not None else {}, run_id=run_id, run_steps=steps)
 
     @property
     def documents(self) -> list[dict[str, Any]]:
@@ -373,7 +383,7 @@ class Session(ContextCalls, TaskCalls):
     @property
     def pending(self) -> tuple[Question, ...]:
         """Questions a suspended run waits on; they survive a restart (R3)."""
-        cp = self.store.latest_checkpoint(self.thread_id)
+        cp = self.store.latest_checkpoint(self.thread_id, messages=False)  # G13: not the whole history
         if cp is None or cp.status != "interrupted":
             return ()
         return tuple(Question.from_dict(q) for q in cp.pending.get("questions", []))
@@ -510,6 +520,17 @@ class Session(ContextCalls, TaskCalls):
         """The stack's middleware of a type, or None (panels read their limits from it)."""
         return next((m for m in self.engine.agent.middleware if isinstance(m, kind)), None)
 
+    @property
+    def sandbox(self) -> dict[str, Any]:
+        """E5: whether the agent's commands run in a sandbox, for the status bar: ``{"active": bool,
+        "text": "bubblewrap — …" or "none — why; …"}``; {} when the agent has no shell tool."""
+        from workbench.harness.execute import ExecuteMiddleware
+
+        mw = self.middleware(ExecuteMiddleware)
+        if mw is None or not mw.tools():
+            return {}
+        return {"active": mw.sandbox.active, "text": mw.sandbox.describe()}
+
     async def survey_skills(self) -> Any:
         """The Skills panel's Reload: every skill in source order, skipped ones with reasons (S1-S6)."""
         from workbench.harness.skills import survey_skills
@@ -624,6 +645,7 @@ class Session(ContextCalls, TaskCalls):
             await self.stop()
         if self._delegation is not None and self._delegation.runner is not None:
             await self._delegation.close()  # D5: its tasks stay pending in the store, recovered later
+        await self._close_mcp()  # X3: every MCP server process stops with the session
         if self.engine.prompt_log is not None:
             try:
                 self.engine.prompt_log.flush()
@@ -678,6 +700,6 @@ __all__ = [
     # the facade
     "Session", "config_stamp", "make_model",
     # the value types the window and the CLI may take from it (AGENTS.md, layering rules)
-    "Event", "Message", "PendingDecision", "Question", "RunRecord", "RunResult", "TaskRecord", "ThreadInfo",
-    "Usage",
+    "Event", "HistoryPage", "McpServerInfo", "McpToolInfo", "Message", "PendingDecision", "Question", "RunRecord",
+    "RunResult", "TaskRecord", "ThreadInfo", "Usage",
 ]

@@ -113,15 +113,36 @@ def _outside_mounts(config: WorkbenchConfig, workspace: Path) -> dict[str, Any]:
 
 
 def _mcp_commands(config: WorkbenchConfig) -> dict[str, Any]:
-    """MCP servers that start a command on this machine (``mcp_servers`` when the config has it)."""
+    """MCP servers that start a command on this machine, or send the agent's tool calls (and the
+    headers' secrets) to a URL (``mcp_servers``, X1): every configured server."""
     servers = getattr(config, "mcp_servers", None) or {}
     items = servers.items() if isinstance(servers, dict) else ()
     out: dict[str, Any] = {}
     for name, server in items:
         command = server.get("command") if isinstance(server, dict) else getattr(server, "command", None)
-        if command:
+        url = server.get("url") if isinstance(server, dict) else getattr(server, "url", None)
+        if command or url:
             out[str(name)] = server
     return out
+
+
+def _mcp_request(name: str, server: Any) -> TrustRequest:
+    """What trusting an MCP server allows, in words; the value (hashed) holds everything that decides
+    what runs or where data goes — the command line, its folder and environment, or the URL and the
+    headers' names — as written (``${VAR}`` unresolved: no secret is shown or stored)."""
+    get = server.get if isinstance(server, dict) else (lambda k, d=None: getattr(server, k, d))
+    url = get("url")
+    if url:
+        headers = sorted(dict(get("headers") or {}))
+        extra = f" (headers {', '.join(headers)})" if headers else ""
+        return TrustRequest(f"mcp_servers.{name}", f"{url}{extra}",
+                            f"send the agent's calls to the MCP server's tools{extra} to {url}")
+    line = " ".join([str(get("command")), *(str(a) for a in (get("args") or ()))])
+    env = dict(get("env") or {})
+    value = line + "".join(f" [{k}={v}]" for k, v in sorted(env.items()))
+    if get("cwd"):
+        value += f" [in {get('cwd')}]"
+    return TrustRequest(f"mcp_servers.{name}", value, f"run the command `{line}` on this computer")
 
 
 #: One ``/``-separated part of a model string that is a host and port (``10.0.0.7:11434``,
@@ -176,7 +197,7 @@ def requests(config: WorkbenchConfig, workspace: Path | str) -> list[TrustReques
                                 "let the agent do anything no rule covers (write, run tools) without asking"))
     for i, rule in enumerate(config.permissions.rules):
         if _widening_rule(rule, config):
-            target = "tool" if rule.action == "invoke" else "path"
+            target = {"invoke": "tool", "execute": "command"}.get(rule.action, "path")  # E2: `allow execute`
             out.append(TrustRequest(f"permissions.rules[{i}]", str(rule),
                                     f"let the agent {rule.action} {target} {rule.pattern} without asking"))
     for point, mount in _outside_mounts(config, ws).items():
@@ -191,10 +212,7 @@ def requests(config: WorkbenchConfig, workspace: Path | str) -> list[TrustReques
         out.append(TrustRequest(f"mounts.{point}", f"{shown}{' (readonly)' if mount.readonly else ''}",
                                 f"let the agent {access} {where} (outside the workspace) as {point}"))
     for name, server in _mcp_commands(config).items():
-        command = server.get("command") if isinstance(server, dict) else getattr(server, "command", None)
-        args = server.get("args") if isinstance(server, dict) else getattr(server, "args", ())
-        line = " ".join([str(command), *(str(a) for a in (args or ()))])
-        out.append(TrustRequest(f"mcp_servers.{name}", line, f"run the command `{line}` on this computer"))
+        out.append(_mcp_request(name, server))
     for i, agent in enumerate(config.subagents.agents):
         if agent.model:
             key = f"subagents.agents[{i}].model"
@@ -205,6 +223,21 @@ def requests(config: WorkbenchConfig, workspace: Path | str) -> list[TrustReques
                                "the summaries' (your conversation's)")
     if summarize:
         out.append(summarize)
+    out += _execute_requests(config)
+    return out
+
+
+def _execute_requests(config: WorkbenchConfig) -> list[TrustRequest]:
+    """E3, E5: variables of the person's environment handed to commands (they may hold secrets), and
+    the network for sandboxed commands."""
+    ex = getattr(config, "execute", None)
+    out: list[TrustRequest] = []
+    if ex is not None and ex.env_allow:
+        names = ", ".join(ex.env_allow)
+        out.append(TrustRequest("execute.env_allow", names,
+                                f"pass your environment variables {names} (they may hold keys) to the agent's commands"))
+    if ex is not None and ex.network:
+        out.append(TrustRequest("execute.network", "true", "let the agent's commands reach the network"))
     return out
 
 
@@ -248,6 +281,9 @@ def safe_config(config: WorkbenchConfig, workspace: Path | str) -> WorkbenchConf
     if any(a.model for a in config.subagents.agents):
         agents = tuple(dataclasses.replace(a, model=None) for a in config.subagents.agents)
         changes["subagents"] = dataclasses.replace(config.subagents, agents=agents)
+    ex = getattr(config, "execute", None)
+    if ex is not None and (ex.env_allow or ex.network):
+        changes["execute"] = dataclasses.replace(ex, env_allow=(), network=False)
     return dataclasses.replace(config, **changes) if changes else config
 
 

@@ -1,5 +1,5 @@
-"""benchmarks/peers.py and benchmarks/first_request.py (issue 9), benchmarks/delegation.py (issue 11) and
-benchmarks/compression.py (issue 12) still run, offline.
+"""benchmarks/peers.py and benchmarks/first_request.py (issue 9), benchmarks/delegation.py (issue 11),
+benchmarks/compression.py (issue 12) and benchmarks/mcp.py (issue 13) still run, offline.
 
 Only the sides that need no download: this project and the standard-library floor (the peers' venvs
 come from a package index, so they are never built here: naming no peer side means none is
@@ -67,3 +67,11 @@ def test_compression_script_prints_each_strategy_the_view_and_the_prompt_log() -
     assert re.search(r"target view < 50 ms at 4,000 messages: slowest [\d.]+ ms at 800 messages", out), out
     assert re.search(r"prompt log once sections repeat: [\d,]+ bytes a step over \d+ steps \(target < 2,048\)",
                      out), out
+
+
+@pytest.mark.timeout(300)
+def test_mcp_script_times_tools_offered_and_a_call() -> None:
+    out = _run("mcp.py", "--rounds", "1", "--calls", "10")  # issue 13: one session, a few echo calls
+    assert re.search(r"time from Session.open to the server's tools offered .*\n  min [\d.]+ s", out), out
+    assert re.search(r"workbench McpServers.call:\s+median [\d.]+ ms", out), out
+    assert re.search(r"overhead beyond the server's own time: -?[\d.]+ ms a call", out), out

@@ -266,7 +266,7 @@ def test_float_fields_accept_ints(tmp_path: Path) -> None:
 def test_bad_enum(tmp_path: Path) -> None:
     msg = config_error(tmp_path, "permissions:\n  rules:\n    - {allow: read, path: /a}\n    - {allow: exec, path: /b}\n")
     assert msg == (f"{tmp_path / 'workbench.yaml'}:4: permissions.rules[1].allow: "
-                   f"expected one of read, write, invoke, got 'exec'")
+                   f"expected one of read, write, invoke, execute, got 'exec'")
 
 
 def test_bad_enum_budget_scope(tmp_path: Path) -> None:

@@ -291,8 +291,9 @@ async def test_d8_budget_envelope_stops_the_sub_agent_and_its_usage_counts_towar
         assert task.status == "aborted" and task.envelope == {"total_tokens": 150.0}
         assert "budget" in (task.error or "").lower()
         assert len([r for r in stub_server.requests if r["model"] == "researcher"]) == 1  # stopped before the 2nd
-        [fig] = session.budget_figures()
+        fig, steps = session.budget_figures()  # B5: the default step hold comes after the workspace's budget
         assert fig["fields"]["total_tokens"]["spent"] >= 200 + 30  # the sub-agent's 200 count toward the run (B4)
+        assert steps["fields"] == {"steps": {"spent": 2, "limit": 200}}  # the sub-agent's steps are its own
     finally:
         await session.close()
 

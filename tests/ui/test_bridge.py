@@ -27,7 +27,7 @@ class FakeSession:
         self.messages: list[Message] = []
         self.usage = Usage(input_tokens=3)
 
-    def subscribe(self, listener: Any, *, replay: bool = True) -> Any:
+    def subscribe(self, listener: Any, *, replay: bool = True, recent: int | None = None) -> Any:
         if replay:
             for e in self.stored:
                 listener(e)
@@ -36,6 +36,13 @@ class FakeSession:
 
     def last_error(self) -> None:
         return None
+
+    def history_tail(self, turns: int | None = 2, *, limit: int = 400, at_least: int = 0) -> Any:
+        """G13: the bridge reads the newest messages only (``Session.history_tail``)."""
+        from workbench.session_history import HistoryPage
+
+        start = max(0, len(self.messages) - limit)
+        return HistoryPage(start, tuple(self.messages[start:]), len(self.messages))
 
     def emit(self, type: str, **data: Any) -> None:
         self.listener(Event(type, "t1", "r1", 1, data))

@@ -146,7 +146,10 @@ async def test_without_a_budget_usage_alone_and_a_hint(tmp_path: Path, qtbot: An
     await session.run("hi")
     assert panel.hint_label.isVisible() and "workbench.yaml" in panel.hint_label.text()
     assert "budget:" in panel.hint_label.text()
-    assert panel.run_box.meters == {} and panel.session_box.meters == {}
+    # B5: no budget of its own, yet every run holds at its step limit: the run's step meter, nothing else
+    assert list(panel.run_box.meters) == [(0, "steps")] and panel.session_box.meters == {}
+    steps = panel.meter("run", "steps")
+    assert (steps.spent, steps.limit) == (1, 200) and steps.text.startswith("1 / 200")
     assert panel.run_box.usage_label.text().startswith("42 in · 8 out · 1 call")
     assert "$0.0010" in panel.session_box.usage_label.text()
     unsubscribe()

@@ -39,7 +39,8 @@ async def test_G2_a_panel_module_that_fails_to_import_shows_the_error_in_its_doc
     assert "Plan" in window.panel_errors
     assert any("Plan panel could not be loaded" in r.getMessage() and r.exc_info for r in caplog.records)
     # The other panels still load and follow the session.
-    assert set(window.panels) == {"Skills", "Instructions", "Budget", "Artifacts", "Decisions", "Tasks", "Context"}
+    assert set(window.panels) == {"Skills", "Instructions", "Budget", "Artifacts", "Decisions", "Tasks", "Context",
+                                  "Servers"}
     await window.open_workspace(demo_workspace)
     await wait_for(lambda: {r.name for r in window.panels["Skills"].model.rows} >= {"summarize"}, 10,
                    "the Skills panel to fill")

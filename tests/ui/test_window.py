@@ -391,7 +391,7 @@ async def test_panels_follow_the_demo_session_and_reopen_from_the_store(windows:
     window = await windows()
     plug_panels(window)
     assert set(window.panels) == {"Plan", "Skills", "Instructions", "Budget", "Artifacts", "Decisions",
-                                  "Tasks", "Context"}  # Q1, D10, C9
+                                  "Tasks", "Context", "Servers"}  # Q1, D10, C9
     await window.open_workspace(demo_workspace)
     window.input.setPlainText("Show me around")
     click(qtbot, window.send_button)

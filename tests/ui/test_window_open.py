@@ -239,7 +239,9 @@ async def test_events_dock_and_selected_tab_come_back_after_a_restart(windows: A
     from workbench.app import plug_panels
 
     def selected_tabs(window: Any) -> set[str]:
-        return {bar.tabText(bar.currentIndex()) for bar in window.findChildren(QTabBar) if bar.count()}
+        # the dock groups' tab bars (the window's own children), not tab widgets inside a panel
+        return {bar.tabText(bar.currentIndex()) for bar in window.findChildren(QTabBar)
+                if bar.count() and bar.parentWidget() is window}
 
     first = await windows()
     plug_panels(first)

@@ -1,4 +1,4 @@
-"""The headless command line (DESIGN §6): ``workbench run | resume | threads | show | tasks | compact``.
+"""The headless command line (DESIGN §6): ``workbench run | resume | threads | show | tasks | compact | mcp``.
 
 ``workbench`` with no arguments opens the window. Everything else talks to the ``Session`` facade
 only. Exit codes are a public interface:
@@ -202,6 +202,9 @@ def _parser() -> argparse.ArgumentParser:
         help="trust the workspace's workbench.yaml (its api_base and compression.summarize.model, which the "
         "summary is sent to); same as WORKBENCH_TRUST=1",
     )
+    from workbench.cli.mcp import add_parser as add_mcp
+
+    add_mcp(sub, common)  # X5: `workbench mcp list | check NAME`
     return parser
 
 
@@ -232,6 +235,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             from workbench.cli.compact import _compact
 
             return asyncio.run(_compact(workspace, args))
+        if args.command == "mcp":
+            from workbench.cli.mcp import _mcp
+
+            return asyncio.run(_mcp(workspace, args))
         return _run_command(workspace, args)
     except KeyboardInterrupt:
         _err("workbench: interrupted")

@@ -134,6 +134,8 @@ class _Output:
         self._broken = False
         #: task id -> its error, for the settling line of a task that failed (set by the run command)
         self.task_error: Callable[[str], str | None] | None = None
+        #: E5: "sandbox for commands (execute): …", printed once on stderr at the first `execute` call
+        self.sandbox_line: str | None = None
 
     # -- low level -----------------------------------------------------------------------------------
     def _write(self, stream: TextIO, text: str) -> None:
@@ -168,6 +170,8 @@ class _Output:
         if self.as_json:
             if event.type != "run_finished":  # the summary line replaces the engine's (see the module doc)
                 self.json_line(event_dict(event))
+            if event.type == "tool_call_started":
+                self._say_sandbox(event.data)
             return
         d = event.data
         if event.type == "task_started":
@@ -185,11 +189,12 @@ class _Output:
                 self._mid_line = not text.endswith("\n")
         elif event.type == "tool_call_started":
             self._calls[str(d.get("call_id"))] = (str(d.get("name")), d.get("arguments"))
+            self._say_sandbox(d)
         elif event.type == "tool_call_finished":
             name, arguments = self._calls.pop(str(d.get("call_id")), (str(d.get("name")), None))
             summary = _args_summary(arguments)
             edited = " (arguments edited by the person)" if d.get("edited") else ""  # P6
-            self.line(f"→ {name}{' ' + summary if summary else ''} … {d.get('status')}{edited}")
+            self.line(f"→ {name}{' ' + summary if summary else ''} … {d.get('status')}{_command_end(d)}{edited}")
         elif event.type == "interrupt_raised":
             if d.get("kind") == "tool_approval":
                 name, arguments = self._calls.pop(str(d.get("call_id")), (str(d.get("tool")), None))
@@ -202,6 +207,12 @@ class _Output:
             self.line(f"budget exceeded: {d.get('field')} {d.get('spent')} of {d.get('limit')}")
         elif event.type == "budget_hold":
             self.line(f"budget hold: {d.get('field')} {d.get('spent')} of {d.get('limit')}")
+
+    def _say_sandbox(self, d: Mapping[str, Any]) -> None:
+        """E5: at the first command the agent asks to run, whether a sandbox holds it (stderr, once)."""
+        if d.get("name") == "execute" and self.sandbox_line:
+            line, self.sandbox_line = self.sandbox_line, None
+            self.line(f"workbench: {line}")
 
     # -- the end -------------------------------------------------------------------------------------
     def finish(self, result: RunResult, session: Session, hint: str | None,
@@ -272,6 +283,14 @@ class _Output:
         if hint:
             self.line(f"to continue: {hint}")
 
+
+
+def _command_end(d: Mapping[str, Any]) -> str:
+    """`` (exit 1, 0.42 s)`` for a command's ``tool_call_finished`` (E6); "" for other tools."""
+    if "exit_code" not in d:
+        return ""
+    how = "timed out" if d.get("timed_out") else f"exit {d.get('exit_code')}"
+    return f" ({how}, {float(d.get('duration_seconds') or 0):.2f} s)"
 
 
 def task_figures(usage: Any) -> str:

@@ -48,6 +48,9 @@ async def _run_async(workspace: Path, args: argparse.Namespace) -> int:
         session = await _open(workspace, args.thread, trust=trusted)
     for notice in session.notices:
         _err(f"workbench: {notice}")
+    # E5: whether the agent's commands run in a sandbox, said once, when the agent first asks to run one
+    # (before it is approved or runs): a run without commands prints nothing more than before.
+    output.sandbox_line = _sandbox_line(session)
     try:
         unsubscribe = session.subscribe(output.on_event, replay=False)
         output.task_error = lambda task_id: getattr(session.task(task_id), "error", None)
@@ -133,6 +136,14 @@ async def _drive(
     output.finish(result, session, hint, waiting)
     code = STATUS_EXIT.get(result.status, EXIT_FAILED)
     return EXIT_INTERRUPTED if waiting and code == EXIT_DONE else code  # a task's own end never changes it
+
+
+def _sandbox_line(session: Session) -> str | None:
+    """``sandbox for commands (execute): bubblewrap — …`` or ``…: none — why; …``; None without the tool."""
+    from workbench.harness.execute import ExecuteMiddleware
+
+    mw = session.middleware(ExecuteMiddleware)
+    return mw.sandbox_line() if mw is not None and mw.tools() else None
 
 
 def _has_unsettled_tasks(session: Session) -> bool:

@@ -23,6 +23,7 @@ from workbench.config.schema import (
     BUDGET_SCOPES,
     CONFIG_FILENAME,
     DEDUPE_MATCH_BY,
+    DEFAULT_STEP_LIMIT,
     EFFECTS,
     MOUNT_KINDS,
     Action,
@@ -34,6 +35,8 @@ from workbench.config.schema import (
     DedupeConfig,
     DropConfig,
     Effect,
+    ExecuteConfig,
+    McpServerConfig,
     MemoryConfig,
     MountConfig,
     MountKind,
@@ -48,6 +51,7 @@ from workbench.config.schema import (
     WorkbenchConfig,
     default_mounts,
     default_permission_rules,
+    with_step_budget,
 )
 from workbench.config.user import (
     MAX_RECENT_WORKSPACES,
@@ -64,11 +68,12 @@ from workbench.config.user import (
 
 __all__ = [
     "ACTIONS", "ARTIFACT_STRATEGIES", "BUDGET_FIELDS", "BUDGET_SCOPES", "CONFIG_FILENAME", "DEDUPE_MATCH_BY",
-    "EFFECTS", "MAX_CONFIG_BYTES", "MAX_RECENT_WORKSPACES", "MOUNT_KINDS", "SETTINGS_FILENAME", "Action",
+    "DEFAULT_STEP_LIMIT", "EFFECTS", "MAX_CONFIG_BYTES", "MAX_RECENT_WORKSPACES", "MOUNT_KINDS", "SETTINGS_FILENAME", "Action",
     "ArtifactStrategy", "ArtifactsConfig", "BudgetConfig", "BudgetScope", "CompressionConfig", "DedupeConfig", "DropConfig",
-    "Effect", "MemoryConfig", "MountConfig", "MountKind", "PermissionRule", "PermissionsConfig", "SkillsConfig",
+    "Effect", "ExecuteConfig", "McpServerConfig", "MemoryConfig", "MountConfig", "MountKind", "PermissionRule", "PermissionsConfig", "SkillsConfig",
     "SubagentConfig", "SubagentsConfig", "SummarizeConfig", "TodosConfig", "TruncateConfig", "UserSettings",
     "WorkbenchConfig", "_Reader", "_valid_mount_point", "add_recent_workspace", "config_path", "default_mounts",
     "default_permission_rules", "load_config", "load_user_settings", "parse_config", "private_dir",
-    "read_config_text", "save_user_settings", "user_config_dir", "user_data_dir", "user_settings_path"
+    "read_config_text", "save_user_settings", "user_config_dir", "user_data_dir", "user_settings_path",
+    "with_step_budget",
 ]

@@ -10,6 +10,7 @@ import dataclasses
 import difflib
 import math
 import os
+import re
 import stat
 from pathlib import Path
 from typing import Any
@@ -28,11 +29,15 @@ from workbench.config.schema import (
     CONFIG_FILENAME,
     DEDUPE_MATCH_BY,
     EFFECTS,
+    MCP_SERVER_NAME_MAX,
+    MCP_SERVER_NAME_RE,
     ArtifactsConfig,
     BudgetConfig,
     CompressionConfig,
     DedupeConfig,
     DropConfig,
+    ExecuteConfig,
+    McpServerConfig,
     MemoryConfig,
     MountConfig,
     PermissionRule,
@@ -301,7 +306,7 @@ class _Reader:
         sections = {
             "mounts": self.mounts, "memory": self.memory, "skills": self.skills, "todos": self.todos,
             "permissions": self.permissions, "budget": self.budget, "artifacts": self.artifacts,
-            "subagents": self.subagents, "compression": self.compression,
+            "subagents": self.subagents, "compression": self.compression, "execute": self.execute, "mcp_servers": self.mcp_servers,
         }
         for name, parse in sections.items():
             if name in m:
@@ -381,25 +386,25 @@ class _Reader:
         return PermissionsConfig(**kw)
 
     def rule(self, node: Node, key: str) -> PermissionRule:
-        m = self.mapping(node, key, ("allow", "ask", "deny", "path", "tool"))
+        m = self.mapping(node, key, ("allow", "ask", "deny", "path", "tool", "command"))
         effects = [e for e in EFFECTS if e in m]
         if len(effects) != 1:
             raise self.error(node, f"{key}: expected exactly one of allow, ask, deny, got "
                                    f"{', '.join(effects) if effects else 'none'}")
-        targets = [t for t in ("path", "tool") if t in m]
+        targets = [t for t in ("path", "tool", "command") if t in m]
         if len(targets) != 1:
-            raise self.error(node, f"{key}: expected exactly one of path, tool, got "
+            raise self.error(node, f"{key}: expected exactly one of path, tool, command, got "
                                    f"{', '.join(targets) if targets else 'none'}")
         effect, target = effects[0], targets[0]
         action = self.choice(m[effect], f"{key}.{effect}", ACTIONS)
-        wanted = "tool" if action == "invoke" else "path"
+        wanted = {"invoke": "tool", "execute": "command"}.get(action, "path")  # E2: commands by pattern
         if target != wanted:
-            raise self.error(m[target], f"{key}.{target}: {'an' if action == 'invoke' else 'a'} {action} rule "
+            raise self.error(m[target], f"{key}.{target}: {'a' if action in ('write', 'read') else 'an'} {action} rule "
                                          f"takes {wanted}:, not {target}:")
         pattern = self.string(m[target], f"{key}.{target}")
         assert pattern is not None
         try:  # F3: a pattern that cannot be matched in bounded time is refused here, before any run
-            if target == "tool":
+            if target in ("tool", "command"):
                 check_pattern_length(pattern, "rule pattern")
             else:
                 path_rule_regex(pattern)
@@ -543,6 +548,115 @@ class _Reader:
             kw["skip_summarization_threshold"] = self.number(
                 m["skip_summarization_threshold"], "compression.skip_summarization_threshold")
         return CompressionConfig(**kw)
+
+    def execute(self, node: Node) -> ExecuteConfig:
+        """E1–E5: ``execute: {max_output_chars, max_timeout_seconds, network, env_allow}``."""
+        m = self.section(node, "execute", ("max_output_chars", "max_timeout_seconds", "network", "env_allow"))
+        kw: dict[str, Any] = {}
+        if "max_output_chars" in m:
+            kw["max_output_chars"] = self.integer(m["max_output_chars"], "execute.max_output_chars", minimum=1000)
+        if "max_timeout_seconds" in m:
+            kw["max_timeout_seconds"] = self.number(m["max_timeout_seconds"], "execute.max_timeout_seconds")
+            if kw["max_timeout_seconds"] < 1:
+                raise self.expected(m["max_timeout_seconds"], "execute.max_timeout_seconds", "a number of seconds >= 1")
+        if "network" in m:
+            kw["network"] = self.boolean(m["network"], "execute.network")
+        if "env_allow" in m and not self.is_null(m["env_allow"]):
+            names = []
+            for i, n in enumerate(self.seq(m["env_allow"], "execute.env_allow")):
+                v = self.value(n)
+                if not isinstance(v, str) or not _ENV_NAME_RE.match(v):
+                    raise self.expected(n, f"execute.env_allow[{i}]",
+                                        "an environment variable name such as JAVA_HOME (or a glob such as PIP_*)")
+                names.append(v)
+            kw["env_allow"] = tuple(names)
+        return ExecuteConfig(**kw)
+
+    def mcp_servers(self, node: Node) -> dict[str, McpServerConfig]:
+        """X1: ``name: {command, args, env, cwd}`` (stdio) or ``name: {url, headers}`` (streamable HTTP),
+        each with ``enabled``, ``startup_timeout``, ``tool_timeout``."""
+        if self.is_null(node):
+            return {}
+        if not isinstance(node, MappingNode):
+            raise self.expected(node, "mcp_servers", "a mapping of server names to servers")
+        self._constructor.flatten_mapping(node)
+        out: dict[str, McpServerConfig] = {}
+        lines: dict[str, int] = {}
+        keys = ("command", "args", "env", "cwd", "url", "headers", "enabled", "startup_timeout", "tool_timeout")
+        for knode, vnode in node.value:
+            name = self.value(knode)
+            if not isinstance(name, str) or not MCP_SERVER_NAME_RE.match(name) or len(name) > MCP_SERVER_NAME_MAX:
+                raise self.error(knode, f"mcp_servers: a server name is letters and digits with single - or _ "
+                                        f"between them, at most {MCP_SERVER_NAME_MAX} characters (e.g. git, "
+                                        f"my-docs), got {self.describe(knode)}")
+            if name in out:
+                raise self.error(knode, f"duplicate key 'mcp_servers.{name}' (first at line {lines[name]})")
+            lines[name] = knode.start_mark.line + 1
+            key = f"mcp_servers.{name}"
+            m = self.mapping(vnode, key, keys)
+            kinds = [k for k in ("command", "url") if k in m]
+            if len(kinds) != 1:
+                raise self.error(vnode, f"{key}: expected exactly one of command (a program run over stdio) or "
+                                        f"url (a streamable-HTTP server), got {' and '.join(kinds) or 'neither'}")
+            for only, kind in (("args", "command"), ("env", "command"), ("cwd", "command"), ("headers", "url")):
+                if only in m and kind not in m:
+                    raise self.error(m[only], f"{key}.{only}: only a {kind} server takes {only}")
+            kw: dict[str, Any] = {}
+            if "command" in m:
+                kw["command"] = self.string(m["command"], f"{key}.command")
+                if "args" in m and not self.is_null(m["args"]):
+                    kw["args"] = tuple(self.scalar_text(n, f"{key}.args[{i}]")
+                                       for i, n in enumerate(self.seq(m["args"], f"{key}.args")))
+                if "env" in m:
+                    kw["env"] = self.text_mapping(m["env"], f"{key}.env")
+                if "cwd" in m:
+                    kw["cwd"] = self.string(m["cwd"], f"{key}.cwd", optional=True)
+            else:
+                url = self.string(m["url"], f"{key}.url") or ""
+                if not url.lower().startswith(("http://", "https://")):
+                    raise self.expected(m["url"], f"{key}.url", "an http:// or https:// URL")
+                kw["url"] = url
+                if "headers" in m:
+                    kw["headers"] = self.text_mapping(m["headers"], f"{key}.headers")
+            if "enabled" in m:
+                kw["enabled"] = self.boolean(m["enabled"], f"{key}.enabled")
+            for k in ("startup_timeout", "tool_timeout"):
+                if k in m:
+                    kw[k] = self.number(m[k], f"{key}.{k}")
+                    if kw[k] <= 0:
+                        raise self.expected(m[k], f"{key}.{k}", "a number of seconds above 0")
+            out[name] = McpServerConfig(**kw)
+        return out
+
+    def scalar_text(self, node: Node, key: str) -> str:
+        """A string, number or boolean written as a command-line argument or a variable's value."""
+        v = self.value(node)
+        if isinstance(v, bool):
+            return "true" if v else "false"
+        if isinstance(v, (str, int, float)) and not isinstance(node, (MappingNode, SequenceNode)):
+            return v if isinstance(v, str) else node.value  # type: ignore[union-attr]
+        raise self.expected(node, key, "a string")
+
+    def text_mapping(self, node: Node, key: str) -> dict[str, str]:
+        """``env`` / ``headers``: names to text values (``${VAR}`` resolved when the server starts)."""
+        if self.is_null(node):
+            return {}
+        if not isinstance(node, MappingNode):
+            raise self.expected(node, key, "a mapping of names to values")
+        out: dict[str, str] = {}
+        for knode, vnode in node.value:
+            name = self.value(knode)
+            if not isinstance(name, str) or not name.strip() or any(c in name for c in "=:\0\n\r "):
+                raise self.error(knode, f"{key}: names are non-empty, without spaces, '=' or ':', "
+                                        f"got {self.describe(knode)}")
+            if name in out:
+                raise self.error(knode, f"duplicate key '{key}.{name}'")
+            out[name] = self.scalar_text(vnode, f"{key}.{name}")
+        return out
+
+
+#: An ``execute.env_allow`` entry: a variable name, or a glob over names (``PIP_*``).
+_ENV_NAME_RE = re.compile(r"^[A-Za-z_*?][A-Za-z0-9_*?]*$")
 
 
 def _valid_mount_point(vp: str) -> bool:

@@ -15,19 +15,23 @@ from workbench.errors import ConfigError
 CONFIG_FILENAME = "workbench.yaml"
 
 Effect = Literal["allow", "ask", "deny"]
-Action = Literal["read", "write", "invoke"]
+Action = Literal["read", "write", "invoke", "execute"]
 MountKind = Literal["host", "state", "store"]
 BudgetScope = Literal["run", "session"]
 ArtifactStrategy = Literal["inline", "session"]
 
 EFFECTS: tuple[str, ...] = ("allow", "ask", "deny")
-ACTIONS: tuple[str, ...] = ("read", "write", "invoke")
+ACTIONS: tuple[str, ...] = ("read", "write", "invoke", "execute")
 MOUNT_KINDS: tuple[str, ...] = ("host", "state", "store")
 BUDGET_SCOPES: tuple[str, ...] = ("run", "session")
 ARTIFACT_STRATEGIES: tuple[str, ...] = ("inline", "session")
 DEDUPE_MATCH_BY: tuple[str, ...] = ("name-and-input",)
 #: Budget fields the engine counts itself (B1); any other name in ``limit`` is a custom counter.
-BUDGET_FIELDS: tuple[str, ...] = ("input_tokens", "output_tokens", "thoughts_tokens", "total_tokens", "cost_usd")
+#: ``steps`` (B5) counts one run's model calls.
+BUDGET_FIELDS: tuple[str, ...] = ("input_tokens", "output_tokens", "thoughts_tokens", "total_tokens", "cost_usd",
+                                  "steps")
+#: B5: the step limit of every run whose workspace sets none (a hold the person can extend).
+DEFAULT_STEP_LIMIT = 200
 
 _NAME_RE = re.compile(r"^[A-Za-z][A-Za-z0-9_-]*$")
 _PREFIX_RE = re.compile(r"^[A-Za-z0-9_-]*$")
@@ -99,8 +103,9 @@ class TodosConfig:
 
 @dataclass(frozen=True)
 class PermissionRule:
-    """``effect`` on ``action`` for resources matching ``pattern`` (a path glob, or a tool-name glob
-    for ``invoke``) (P1). ``line`` is the rule's line in workbench.yaml (0 when not from a file)."""
+    """``effect`` on ``action`` for resources matching ``pattern`` (a path glob, a tool-name glob for
+    ``invoke``, or a command glob for ``execute``, E2) (P1). ``line`` is the rule's line in workbench.yaml
+    (0 when not from a file)."""
 
     effect: Effect
     action: Action
@@ -138,11 +143,32 @@ class BudgetConfig:
         return tuple(k for k in self.limit if k not in BUDGET_FIELDS)
 
 
+def with_step_budget(budgets: tuple[BudgetConfig, ...]) -> tuple[BudgetConfig, ...]:
+    """B5: a workspace's budgets plus the default run step hold ``{scope: run, limit: {steps: 200},
+    interrupt: true}`` — unless one of them limits ``steps`` itself, which then replaces it. Added last,
+    so the workspace's budgets keep their numbers."""
+    if any("steps" in b.limit for b in budgets):
+        return tuple(budgets)
+    return (*budgets, BudgetConfig(scope="run", limit={"steps": float(DEFAULT_STEP_LIMIT)}, interrupt=True))
+
+
 @dataclass(frozen=True)
 class ArtifactsConfig:
     """Artifacts (A1): ``readonly`` drops the write_artifact tool."""
 
     readonly: bool = False
+
+
+@dataclass(frozen=True)
+class ExecuteConfig:
+    """The shell tool (E1–E5): the output kept in a result (head and tail), the longest timeout a call
+    may ask for, whether sandboxed commands may reach the network, and the environment variables
+    (names or ``*`` globs) passed to commands besides the minimal set (E3)."""
+
+    max_output_chars: int = 30000
+    max_timeout_seconds: float = 600.0
+    network: bool = False
+    env_allow: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -227,6 +253,44 @@ class CompressionConfig:
     skip_summarization_threshold: float = 0.0
 
 
+#: An MCP server's name (X1): letters and digits, single ``-``/``_`` between them, at most 32 characters —
+#: so ``mcp__<server>__<tool>`` always splits at the first ``__`` after the prefix (an ``invoke`` rule on
+#: ``mcp__git__*`` never covers a server ``git__x``) and leaves the tool at least 25 of 64 characters.
+MCP_SERVER_NAME_RE = re.compile(r"^[A-Za-z0-9]+(?:[-_][A-Za-z0-9]+)*$")
+MCP_SERVER_NAME_MAX = 32
+
+
+@dataclass(frozen=True)
+class McpServerConfig:
+    """One MCP tool server (X1): ``command`` (with ``args``, ``env``, ``cwd``) run over stdio, or a
+    streamable-HTTP ``url`` (with ``headers``). ``${VAR}`` in ``env`` and ``headers`` values is resolved
+    when the server starts (the environment, else the keyring), never stored."""
+
+    command: str | None = None
+    args: tuple[str, ...] = ()
+    env: Mapping[str, str] = field(default_factory=dict)
+    cwd: str | None = None
+    url: str | None = None
+    headers: Mapping[str, str] = field(default_factory=dict)
+    enabled: bool = True
+    startup_timeout: float = 30.0
+    tool_timeout: float = 60.0
+
+    @property
+    def transport(self) -> str:
+        """``stdio`` (a command) or ``http`` (a URL)."""
+        return "http" if self.url else "stdio"
+
+    @property
+    def target(self) -> str:
+        """What the server is, in one line: the command line or the URL."""
+        if self.url:
+            return self.url
+        import shlex
+
+        return " ".join(shlex.quote(p) for p in (self.command or "", *self.args))
+
+
 @dataclass(frozen=True)
 class WorkbenchConfig:
     """Everything in one workspace's workbench.yaml; each field defaults to DESIGN §6's value."""
@@ -244,6 +308,13 @@ class WorkbenchConfig:
     artifacts: ArtifactsConfig = field(default_factory=ArtifactsConfig)
     subagents: SubagentsConfig = field(default_factory=SubagentsConfig)
     compression: CompressionConfig = field(default_factory=CompressionConfig)
+    execute: ExecuteConfig = field(default_factory=ExecuteConfig)
+    mcp_servers: dict[str, McpServerConfig] = field(default_factory=dict)
+
+    @property
+    def effective_budget(self) -> tuple[BudgetConfig, ...]:
+        """The budgets every run of this workspace has: ``budget`` and the default step hold (B5)."""
+        return with_step_budget(self.budget)
 
     def with_overrides(self, **overrides: Any) -> WorkbenchConfig:
         """A copy with command-line values (``model=``, ``api_base=`` …) applied; None values are skipped

@@ -54,7 +54,7 @@ class Agent:
     tools: Sequence[Tool] = ()
     backend: Any = None
     max_prompt_section_tokens: int = 24000
-    max_steps: int = 200
+    max_steps: int | None = 200  # a bare agent's backstop; a Session's stack holds at its step budget (B5)
     model_settings: dict[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
@@ -403,8 +403,10 @@ class Engine(ModelCalls, ToolCalls):
         while True:
             if rt.stop_requested:
                 return await self._finish(rt, "aborted", error="stopped by the user")
-            if rt.step >= self.agent.max_steps:
-                return await self._fail(rt, f"the run reached the step limit ({self.agent.max_steps} steps)")
+            if self.agent.max_steps is not None and rt.step >= self.agent.max_steps:
+                # B5: a limit, not an error: the run stops aborted with its reason, its work kept
+                limit = self.agent.max_steps
+                return await self._finish(rt, "aborted", error=f"the run reached the step limit ({limit} steps)")
             rt.step += 1
             rt.partial = ""
             rt.emit("step_started")

@@ -32,7 +32,8 @@ DURABLE_TYPES: frozenset[str] = frozenset(
 )
 LIVE_TYPES: frozenset[str] = frozenset(
     {"model_delta", "tool_call_started", "todos_progress", "usage_updated", "step_started", "budget_updated",
-     "task_progress", "context_measured", "context_warning"}
+     "task_progress", "context_measured", "context_warning", "mcp_server_status",
+     "command_output"}  # E6: a running command's output, batched every ~30 ms (harness/execute.py)
 )
 
 

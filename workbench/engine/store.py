@@ -27,6 +27,7 @@ from typing import Any
 
 from workbench.engine.events import Event
 from workbench.engine.frozen import FrozenDict, FrozenList
+from workbench.engine.store_pages import PagedReads, _role, _stored_count, _unpack
 from workbench.engine.usage import Usage
 from workbench.errors import StoreError, ThreadBusyError
 
@@ -80,8 +81,8 @@ CREATE TABLE IF NOT EXISTS journal (
 CREATE TABLE IF NOT EXISTS state_values (
     thread_id TEXT NOT NULL, hash TEXT NOT NULL, value TEXT NOT NULL, PRIMARY KEY (thread_id, hash)
 );
+CREATE INDEX IF NOT EXISTS events_type ON events(thread_id, type, seq);
 """
-
 
 @dataclass(frozen=True)
 class ThreadInfo:
@@ -166,7 +167,7 @@ class RunRecord:
     finished: float | None
 
 
-class Store:
+class Store(PagedReads):
     """One SQLite file per workspace. Safe to use from several threads (one connection, one lock)."""
 
     def __init__(self, path: Path | str) -> None:
@@ -177,6 +178,7 @@ class Store:
             self._db.execute("PRAGMA journal_mode=WAL")
             self._db.execute("PRAGMA synchronous=NORMAL")
             self._db.executescript(SCHEMA)
+            self._add_role_column()
         except sqlite3.DatabaseError as e:
             raise StoreError(f"cannot open the thread store {self.path}: {e}") from None
         self._lock = threading.RLock()
@@ -290,7 +292,7 @@ class Store:
                 raise StoreError(f"thread {thread_id} in {self.path}: a checkpoint would drop committed messages "
                                  f"({len(messages)} < {known}); messages are append-only")
             self._insert(db, "messages", thread_id,
-                         [(thread_id, i, _pack(json.dumps(messages[i], ensure_ascii=False)))
+                         [(thread_id, i, _pack(json.dumps(messages[i], ensure_ascii=False)), _role(messages[i]))
                           for i in range(known, len(messages))])
             self._insert_values(db, thread_id, {k: v for k, v in values.items()
                                                 if cache is None or cache.hashes.get(k) != v[0]})
@@ -457,7 +459,8 @@ class Store:
         if not rows:
             return
         marks = ",".join("?" * len(rows[0]))
-        columns = {"events": "thread_id, seq, type, run_id, step, time, data", "messages": "thread_id, idx, message"}
+        columns = {"events": "thread_id, seq, type, run_id, step, time, data",
+                   "messages": "thread_id, idx, message, role"}
         try:
             db.executemany(f"INSERT INTO {table}({columns[table]}) VALUES ({marks})", rows)
         except sqlite3.IntegrityError as e:
@@ -609,15 +612,20 @@ class Store:
                                  self._load_values(thread_id, json.loads(refs), f"the journal of call {cid}"))
                     for cid, status, content, refs in rows]
 
-    def events(self, thread_id: str, after_seq: int = 0, types: set[str] | None = None) -> list[Event]:
+    def events(self, thread_id: str, after_seq: int = 0, types: Collection[str] | None = None) -> list[Event]:
+        """The thread's durable events after ``after_seq``, of ``types`` only when given (chosen in SQL, on
+        an index: the panels that want one type of a long thread's log parse none of the rest)."""
+        sql = "SELECT type, thread_id, run_id, step, data, time, seq FROM events WHERE thread_id=? AND seq>?"
+        args: tuple[Any, ...] = (thread_id, after_seq)
+        if types is not None:
+            wanted = sorted(set(types))
+            if not wanted:
+                return []
+            sql += f" AND type IN ({','.join('?' * len(wanted))})"
+            args += tuple(wanted)
         with self._lock:
-            rows = self._db.execute(
-                "SELECT type, thread_id, run_id, step, data, time, seq FROM events WHERE thread_id=? AND seq>?"
-                " ORDER BY seq",
-                (thread_id, after_seq),
-            ).fetchall()
-        out = [Event.from_row(r[0], r[1], r[2], r[3], json.loads(r[4]), r[5], r[6]) for r in rows]
-        return [e for e in out if types is None or e.type in types]
+            rows = self._db.execute(sql + " ORDER BY seq", args).fetchall()
+        return [Event.from_row(r[0], r[1], r[2], r[3], json.loads(r[4]), r[5], r[6]) for r in rows]
 
 
 PACK_OVER = 32 * 1024
@@ -629,10 +637,6 @@ def _pack(text: str) -> str | bytes:
     if len(text) <= PACK_OVER:
         return text
     return zlib.compress(text.encode("utf-8", "surrogatepass"), 1)  # level 1: ~100+ MB/s, most of the gain
-
-
-def _unpack(value: str | bytes) -> str:
-    return zlib.decompress(value).decode("utf-8", "surrogatepass") if isinstance(value, bytes) else value
 
 
 def _state_values(state: Mapping[str, Any], memo: dict[str, tuple[Any, tuple[str, str]]]) -> dict[str, tuple[str, str]]:
@@ -694,14 +698,6 @@ def _started_after(pid: int, when: float) -> bool:
     except (OSError, ValueError, IndexError, StopIteration):
         return False
     return started > when + PID_REUSE_SLACK
-
-
-def _stored_count(state_json: str) -> int:
-    """How many messages a stored checkpoint holds (they live in the messages table)."""
-    try:
-        return int(json.loads(state_json).get(COUNT_KEY, 0))
-    except (json.JSONDecodeError, ValueError, AttributeError):
-        return 0
 
 
 def _thread(row: Any, claims: Mapping[str, Claim]) -> ThreadInfo:

@@ -173,14 +173,18 @@ class ToolCalls:
                        "rule": outcome.rule}
             if outcome.always:  # Q3: what "Always" would save, so the dialog can show its scope
                 payload["always"] = list(outcome.always)
+            for key, value in outcome.details.items():  # E2: a command's folder, sandbox, rule proposals
+                payload.setdefault(key, value)
             raise Suspend(Question(id=f"approval-{call.id}", kind="tool_approval", payload=payload))
         return self._finish_tool(rt, call, outcome, edited)
 
     def _finish_tool(self, rt: _Runtime, call: ToolCall, outcome: ToolOutcome, edited: bool = False) -> ToolOutcome:
+        extra = {k: v for k, v in outcome.details.items() if k not in ("call_id", "name", "status", "edited")}
         if edited:  # P6: the event says so (no content); the result's first line says what ran
-            rt.emit("tool_call_finished", call_id=call.id, name=call.name, status=outcome.status, edited=True)
-            return ToolOutcome(outcome.status, outcome.content + edit_note(call.arguments or {}))
-        rt.emit("tool_call_finished", call_id=call.id, name=call.name, status=outcome.status)
+            rt.emit("tool_call_finished", call_id=call.id, name=call.name, status=outcome.status, edited=True,
+                    **extra)
+            return ToolOutcome(outcome.status, outcome.content + edit_note(call.arguments or {}), outcome.details)
+        rt.emit("tool_call_finished", call_id=call.id, name=call.name, status=outcome.status, **extra)  # E6
         return outcome
 
     def _remember_rejection(self, rt: _Runtime, call: ToolCall) -> None:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -19,6 +19,9 @@ class ToolOutcome:
 
     status: Literal["ok", "error", "denied", "rejected", "stopped"]
     content: str
+    #: Counts and statuses the durable ``tool_call_finished`` event carries besides the status (E6: a
+    #: command's exit code and duration) — never content (M8). Not stored with the result.
+    details: Mapping[str, Any] = field(default_factory=dict, compare=False)
 
     @classmethod
     def ok(cls, content: str) -> ToolOutcome:
@@ -43,6 +46,9 @@ class NeedsApproval:
     #: The allow rules an "always" answer would save, as text ("allow write /project/a.py"): shown
     #: with the approval so the person sees the scope before choosing it (Q3).
     always: tuple[str, ...] = ()
+    #: More for the question's payload, beside tool, arguments and reason (E2: a command's folder,
+    #: whether a sandbox is on, the rules it could make).
+    details: Mapping[str, Any] = field(default_factory=dict, compare=False)
 
 
 class Fatal(Exception):

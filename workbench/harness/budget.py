@@ -22,6 +22,11 @@ and all their limits hold together (B4). A limit caps any of ``input_tokens``, `
   held calls are not run (they return a "rejected" result, so the history stays valid) and the run
   stops ``aborted`` before its next model call, with the user's ``reason`` (or ``message``) in its error.
   The holds of one step share one decision: a refusal of any of them refuses them all.
+- Steps (B5): ``steps`` counts the run's model calls (its steps), across its resumes: before a model
+  call the steps taken so far, once it was made that call too. Unless the workspace limits ``steps``
+  itself, every run has ``{scope: run, limit: {steps: 200}, interrupt: true}`` (``with_step_budget``,
+  added by the stack): at 200 steps the calls of the 200th step are held ("The agent has taken 200
+  steps in this run") and an approval allows 200 more. ``steps`` is a run-scope field only.
 - Cost: ``cost_usd`` is what litellm priced; a model without a price adds tokens only. Events carry
   ``priced`` (False when a call in the count was unpriced) so the UI can say "tokens only".
 - After each model call (and each approval) a live ``budget_updated`` event carries every budget's
@@ -132,6 +137,8 @@ class _Over:
                 "configured": {k: float(v) for k, v in self.budget.limit.items()}}
 
     def text(self) -> str:
+        if self.field == "steps":  # B5: said as the person would say it
+            return f"the agent has taken {_fmt('steps', self.spent)} steps in this run"
         return (f"{self.budget.scope} budget reached: {self.field} {_fmt(self.field, self.spent)}"
                 f" of {_fmt(self.field, self.limit)}")
 
@@ -152,24 +159,27 @@ class BudgetMiddleware(AgentMiddleware):
         self._announced: set[tuple[str, str, int]] = set()  # (thread, run, step) with a budget_hold event
 
     # -- what has been spent -------------------------------------------------------------------------
-    def _measure(self, ctx: HookContext, index: int, b: BudgetLimit) -> tuple[_Fields, dict[str, float], bool]:
-        """Per capped field: what the scope spent and the amount it may reach; raw spend; priced."""
+    def _measure(self, ctx: HookContext, index: int, b: BudgetLimit,
+                 before_call: bool = False) -> tuple[_Fields, dict[str, float], bool]:
+        """Per capped field: what the scope spent and the amount it may reach; raw spend; priced.
+        ``before_call``: in ``wrap_model_call`` before the call (its step is not taken yet, B5)."""
         usage = _scope_usage(ctx, b.scope)
-        fields = _fields(b, index, usage, _counters(ctx, b.scope), ctx.state, ctx.run_id)
+        fields = _fields(b, index, usage, _counters(ctx, b.scope), ctx.state, ctx.run_id,
+                         steps=max(0, ctx.step - (1 if before_call else 0)))
         return fields, {name: v["spent"] for name, v in fields.items()}, _priced(usage)
 
-    def figures(self, ctx: HookContext) -> list[dict[str, Any]]:
+    def figures(self, ctx: HookContext, before_call: bool = False) -> list[dict[str, Any]]:
         """Every budget's figures now (``measure_budgets``' shape), from the run in flight."""
         out = []
         for i, b in enumerate(self.limits):
-            fields, _raw, priced = self._measure(ctx, i, b)
+            fields, _raw, priced = self._measure(ctx, i, b, before_call)
             out.append(_figure(i, b, fields, priced))
         return out
 
-    def _over(self, ctx: HookContext) -> list[_Over]:
+    def _over(self, ctx: HookContext, before_call: bool = False) -> list[_Over]:
         out = []
         for i, b in enumerate(self.limits):
-            fields, raw, priced = self._measure(ctx, i, b)
+            fields, raw, priced = self._measure(ctx, i, b, before_call)
             for name, v in fields.items():
                 if v["spent"] >= v["limit"]:
                     out.append(_Over(i, b, name, v["spent"], v["limit"], fields, raw, priced))
@@ -184,7 +194,7 @@ class BudgetMiddleware(AgentMiddleware):
 
     async def wrap_model_call(self, request: ModelRequest, call_next: CallModel, ctx: HookContext) -> ModelResponse:
         """B2: before the call; a hard limit stops the run, an interrupting one asks (the backstop)."""
-        over = self._over(ctx)
+        over = self._over(ctx, before_call=True)
         refusal = _run_entry(ctx, REFUSED)
         if refusal:
             self._stop(ctx, over, refused=str(refusal.get("reason") or "no reason given"))
@@ -196,7 +206,7 @@ class BudgetMiddleware(AgentMiddleware):
             if not _approved(decision):
                 self._refuse(ctx, decision)
                 self._stop(ctx, over, refused=_reason(decision))
-            self._renew(ctx, over, decision)
+            self._renew(ctx, over, decision, before_call=True)
         try:
             return await call_next(request)
         finally:  # G11: the figures the panel, status bar and dialog show, after every billed call
@@ -250,7 +260,8 @@ class BudgetMiddleware(AgentMiddleware):
                 ctx.emit(HOLD, **first.data(), budgets=payload["budgets"], reason=payload["reason"], question=key)
             raise
 
-    def _renew(self, ctx: HookContext, over: list[_Over], decision: Mapping[str, Any]) -> None:
+    def _renew(self, ctx: HookContext, over: list[_Over], decision: Mapping[str, Any],
+               before_call: bool = False) -> None:
         """Approve (B3, G11): each field of a held budget may reach what the run has spent plus
         ``allow_more[field]`` (default: its configured limit again), or ``raise_to[field]`` when that is
         over what was spent. The new limits are absolute and stored for the rest of the run."""
@@ -273,7 +284,7 @@ class BudgetMiddleware(AgentMiddleware):
                     mine[name] = _round(spent + float(cap))
             limits[str(o.index)] = mine
         ctx.write(LIMITS, {ctx.run_id: limits})
-        ctx.emit("budget_updated", budgets=self.figures(ctx))
+        ctx.emit("budget_updated", budgets=self.figures(ctx, before_call))
 
     def _refuse(self, ctx: HookContext, decision: Mapping[str, Any]) -> None:
         if not _run_entry(ctx, REFUSED):
@@ -367,17 +378,20 @@ def _validate(index: int, b: BudgetLimit) -> None:
             f"{where} {b.describe()}: interrupt is allowed only with scope run: a session budget cannot pause, "
             "since every later turn would start over its limit (B3)"
         )
+    if "steps" in b.limit and b.scope != "run":
+        raise BuildError(f"{where} {b.describe()}: steps counts one run's model calls: put it in a budget "
+                         "with scope: run (B5)")
 
 
 def measure_budgets(limits: Sequence[Any], *, run_usage: Usage, thread_usage: Usage, state: Mapping[str, Any],
-                    run_id: str) -> list[dict[str, Any]]:
+                    run_id: str, run_steps: int = 0) -> list[dict[str, Any]]:
     """Every budget's figures from committed values (a reopened thread, a finished run): the same
     computation the middleware enforces, so what the window shows after a reload is what it showed live.
 
     ``limits``: ``BudgetLimit``s or ``BudgetConfig``s in the stack's order; ``state``: the thread's
     checkpointed state; ``run_id``: the run whose run-scope budgets are meant (its usage is
-    ``run_usage``). Each entry: ``{"budget", "scope", "interrupt", "priced", "fields": {field:
-    {"spent", "limit"}}}``.
+    ``run_usage``, the steps it has taken ``run_steps``, B5). Each entry: ``{"budget", "scope",
+    "interrupt", "priced", "fields": {field: {"spent", "limit"}}}``.
     """
     out = []
     extra = state.get(EXTRA) or {}
@@ -394,12 +408,13 @@ def measure_budgets(limits: Sequence[Any], *, run_usage: Usage, thread_usage: Us
             counters = cstate.get("thread") or {}
         else:
             counters = (cstate.get("run") or {}) if cstate.get("run_id") == run_id else {}
-        out.append(_figure(i, budget, _fields(budget, i, usage, counters, state, run_id), _priced(usage)))
+        out.append(_figure(i, budget, _fields(budget, i, usage, counters, state, run_id, steps=run_steps),
+                           _priced(usage)))
     return out
 
 
 def _fields(b: BudgetLimit, index: int, usage: Usage, counters: Mapping[str, Any], state: Mapping[str, Any],
-            run_id: str) -> _Fields:
+            run_id: str, *, steps: int = 0) -> _Fields:
     """``{field: {"spent", "limit"}}``, both absolute: spent in the scope, and the amount it may reach —
     the approved limit of this run (``LIMITS``), a legacy baseline + raised limit, else the cap."""
     def entry(key: str) -> Mapping[str, Any]:
@@ -410,7 +425,10 @@ def _fields(b: BudgetLimit, index: int, usage: Usage, counters: Mapping[str, Any
     approved, baseline, raised = entry(LIMITS), entry(BASELINES), entry(RAISES)
     fields: _Fields = {}
     for name, cap in b.limit.items():
-        spent = _usage_field(usage, name) if name in BUDGET_FIELDS else float(counters.get(name, 0))
+        if name == "steps":
+            spent = float(steps)  # B5: the run's model calls (not its sub-agents': their own runs)
+        else:
+            spent = _usage_field(usage, name) if name in BUDGET_FIELDS else float(counters.get(name, 0))
         if name in approved:
             limit = float(approved[name])
         elif baseline:

@@ -27,6 +27,11 @@ rules in the thread's state; ``always: "project"`` also appends them to the work
 ``workbench.yaml`` (``permissions.rules``), keeping the rest of the file as it is; ``always: "user"``
 appends them to the user's rules file instead, so they apply in every workspace.
 
+Commands (E2): the ``execute`` tool's resources are the parts of its command line
+(``command_rules.parse``): ``("execute", part)`` for each command it runs, judged by ``execute`` rules
+(``command:`` patterns), and ``("write", path)`` for each file a redirection writes. A part that cannot
+be judged asks whatever the allow rules say; a deny rule matching its text still denies.
+
 Paths a rule judges are the ones the backend really opens (P5): the middleware also judges where a
 symlink leads, and installs a ``PathGuard`` so the backend judges the resolved path at open time and
 leaves out of searches what is not allowed outright (P6).
@@ -64,6 +69,7 @@ from workbench.engine.messages import ToolCall
 from workbench.engine.middleware import AgentMiddleware, CallTool, HookContext, Question, ToolContext
 from workbench.engine.tools import NeedsApproval, Tool, ToolOutcome
 from workbench.errors import ConfigError
+from workbench.harness.command_rules import UnjudgedPart, match_command
 
 __all__ = [
     "PermissionsMiddleware",
@@ -119,7 +125,7 @@ _path_regex = path_rule_regex
 
 def check_rule_pattern(rule: PermissionRule) -> None:
     """ValueError if ``rule``'s pattern cannot be matched in bounded time (too long, refused by RE2)."""
-    if rule.action == "invoke":
+    if rule.action in ("invoke", "execute"):
         check_pattern_length(rule.pattern, "rule pattern")
     else:
         _path_regex(rule.pattern)
@@ -173,6 +179,8 @@ def rule_matches(rule: PermissionRule, action: str, target: str) -> bool:
         return False
     if action == "invoke":
         return match_tool(rule.pattern, target)
+    if action == "execute":
+        return match_command(rule.pattern, target)
     return match_path(rule.pattern, target)
 
 
@@ -181,6 +189,8 @@ def always_rules(asked: Sequence[Verdict]) -> list[PermissionRule]:
     one file, one tool — never wider."""
     out: list[PermissionRule] = []
     for v in asked:
+        if isinstance(v.target, UnjudgedPart):
+            continue  # E2: a part only a run can tell is never allowed by a rule
         rule = PermissionRule(effect="allow", action=v.action, pattern=exact_pattern(v.target))  # type: ignore[arg-type]
         if rule not in out:
             out.append(rule)
@@ -285,14 +295,22 @@ class PermissionsMiddleware(AgentMiddleware):
     def judge(self, action: str, target: str, *, tool: Tool | None = None, has_paths: bool = False,
               session: Sequence[PermissionRule] = ()) -> Verdict:
         """Decide one resource: deny, then session allow, then ask, then allow, then the default."""
-        if action != "invoke":
+        if action not in ("invoke", "execute"):
             target = _canonical(target)
-        label = f"{action} {target}"
+        label = f"{action} {target}" if action != "execute" else f"the command `{target}`"
         added = [r for r in self.session_added if r.effect != "allow"]
         matching = [r for r in (*self.rules, *self.user_rules, *added) if self._matches(r, action, target)]
         for r in matching:
             if r.effect == "deny":
                 return Verdict(action, target, "deny", f"{label} matches '{r}'{self._where(r)}", str(r))
+        if isinstance(target, UnjudgedPart):  # E2: asks, whatever allows it; only a deny beats that
+            for r in (*self.rules, *self.user_rules, *added):  # a deny on a command inside it, read roughly
+                hit = next((seg for seg in target.segments if r.effect == "deny" and self._matches(r, action, seg)),
+                           None)
+                if hit is not None:
+                    return Verdict(action, target, "deny", f"the command `{hit}` in {label} matches '{r}'"
+                                                           f"{self._where(r)}", str(r))
+            return Verdict(action, target, "ask", f"{label} cannot be judged before it runs: {target.why}", None)
         for r in (*session, *(r for r in self.session_added if r.effect == "allow")):
             if r.effect == "allow" and self._matches(r, action, target):
                 return Verdict(action, target, "allow", f"{label}: allowed for this session ('{r}')", str(r))
@@ -306,7 +324,8 @@ class PermissionsMiddleware(AgentMiddleware):
         effect = self.default
         if effect == "ask" and action == "read":
             return Verdict(action, target, "allow", f"{label}: allow (reads are allowed by default)", None, True)
-        what = {"write": "writes", "read": "reads", "invoke": "tools that change the outside world"}[action]
+        what = {"write": "writes", "read": "reads", "invoke": "tools that change the outside world",
+                "execute": "commands"}[action]
         if effect == "ask":
             return Verdict(action, target, "ask", f"{label}: ask (default for {what})", "default: ask", True)
         return Verdict(action, target, effect, f"{label}: {effect} (default)", f"default: {effect}", True)
@@ -333,7 +352,7 @@ class PermissionsMiddleware(AgentMiddleware):
         session = self.session_rules(ctx.state)
         out: list[Verdict] = []
         for action, named in resources:
-            if action == "invoke":
+            if action in ("invoke", "execute"):
                 continue
             try:
                 target = _canonical(await backend.target(named))
@@ -419,8 +438,10 @@ class PermissionsMiddleware(AgentMiddleware):
                 shown = [v for v in asked if not (v.action == "invoke" and v.by_default)] or asked
                 shown.sort(key=lambda v: v.action == "invoke")
                 # Q3: the question says exactly which rules an "Always" answer would save.
+                describe = getattr(tool, "approval_details", None)  # E2: a command's folder and sandbox
                 return NeedsApproval("; ".join(v.reason for v in shown), shown[0].rule,
-                                     always=tuple(str(r) for r in always_rules(asked)))
+                                     always=tuple(str(r) for r in always_rules(asked)),
+                                     details=describe(dict(call.arguments or {})) if callable(describe) else {})
         # The backend judges again what it really opens, while it opens it (P5: no TOCTOU).
         with guarding(self.guard(verdicts, ctx.state, ctx.approved)):
             return await call_next(call, ctx)
@@ -505,7 +526,7 @@ def _retrust(config_file: Path) -> None:
 
 
 def _rule_yaml(rule: PermissionRule) -> str:
-    key = "tool" if rule.action == "invoke" else "path"
+    key = {"invoke": "tool", "execute": "command"}.get(rule.action, "path")
     return f"{{{rule.effect}: {rule.action}, {key}: {json.dumps(rule.pattern)}}}"
 
 

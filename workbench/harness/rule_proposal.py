@@ -1,7 +1,9 @@
 """The rule builder's engine side (Q3, P1, P3, W1). No Qt.
 
 From one approval the person proposes a rule — an effect (allow / ask / deny) on either a path the
-call touches, at file / folder / tree level, or the tool (its name, or a glob) — sees which earlier
+call touches, at file / folder / tree level, a command it runs (E2: exactly it, its program and
+sub-command with any arguments, ``git commit *``, or its program, ``git *``), or the tool (its name,
+or a glob) — sees which earlier
 calls in this workspace's threads it matches and what each would now do, and saves it:
 
 - ``session``: in memory until the app quits, for every thread of the workspace
@@ -46,6 +48,7 @@ from workbench.harness.permissions import (
 )
 
 __all__ = [
+    "COMMAND_LEVELS",
     "LEVELS",
     "SCOPES",
     "PastCall",
@@ -54,6 +57,7 @@ __all__ = [
     "apply_session_rules",
     "build_rule",
     "call_outcome",
+    "command_pattern",
     "past_calls",
     "path_pattern",
     "preview",
@@ -66,6 +70,12 @@ log = logging.getLogger(__name__)
 
 #: Path levels: the file itself, the files directly in its folder, everything under its folder.
 LEVELS: tuple[str, ...] = ("file", "folder", "tree")
+#: Command levels (E2): exactly this command, the program and its sub-command with any arguments
+#: (``git commit *``), the program with any arguments (``git *``), or a glob the person typed.
+COMMAND_LEVELS: tuple[str, ...] = ("command", "subcommand", "program", "glob")
+#: A builder that only knows path levels still gets sensible command rules: file → the command,
+#: folder → its sub-command, tree → the program.
+_PATH_TO_COMMAND_LEVEL = {"file": "command", "folder": "subcommand", "tree": "program"}
 #: Where a rule is kept.
 SCOPES: tuple[str, ...] = ("session", "project", "user")
 #: The newest calls a preview looks at (a long history stays quick to preview).
@@ -121,11 +131,40 @@ def build_rule(effect: str, action: str, target: str, level: str) -> PermissionR
         pattern = target.strip() if level == "glob" else exact_pattern(target)
         if not pattern:
             raise ValueError("the tool glob is empty: type a tool name or a pattern such as mcp_*")
+    elif action == "execute":
+        pattern = command_pattern(target, _PATH_TO_COMMAND_LEVEL.get(level, level))
     else:
         pattern = path_pattern(target, level)
     rule = PermissionRule(effect=effect, action=action, pattern=pattern)  # type: ignore[arg-type]
     check_rule_pattern(rule)
     return rule
+
+
+def command_pattern(command: str, level: str) -> str:
+    """The command glob for one command ``command`` (a part's text, as the approval shows it) at
+    ``level`` (see COMMAND_LEVELS): ``git commit -m x`` → ``git commit -m x``, ``git commit *`` or
+    ``git *``; ``glob`` takes ``command`` as the pattern itself. ValueError names what is wrong."""
+    import shlex
+
+    from workbench.harness.command_rules import Part, prefix_patterns
+
+    if level not in COMMAND_LEVELS:
+        raise ValueError(f"a command rule's level is one of {', '.join(COMMAND_LEVELS)}, not {level!r}")
+    text = command.strip()
+    if not text:
+        raise ValueError("the command is empty: type a command or a pattern such as pytest *")
+    if level == "glob":
+        return text
+    if level == "command":
+        return exact_pattern(text)
+    try:
+        words = tuple(shlex.split(text))
+    except ValueError as e:
+        raise ValueError(f"{text!r} is not one command: {e}") from None
+    wider = prefix_patterns(Part("command", text, words))[1:]  # the exact command first, then wider
+    if not wider:
+        return exact_pattern(text)
+    return wider[0] if level == "subcommand" or len(wider) == 1 else wider[-1]
 
 
 def rule_yaml(rule: PermissionRule) -> str:
@@ -143,12 +182,12 @@ def subjects(perms: PermissionsMiddleware | None, tool: Any, name: str,
     has_paths = any(a != "invoke" for a, _ in resources)
     out: list[tuple[str, str, str]] = []
     for action, target in resources:
-        if action != "invoke":
+        if action not in ("invoke", "execute"):
             target = _canonical(target)
         effect = perms.judge(action, target, tool=tool, has_paths=has_paths).effect if perms else "ask"
         if (action, target, effect) not in out:
             out.append((action, target, effect))
-    paths = sorted((s for s in out if s[0] != "invoke"), key=lambda s: s[2] != "ask")
+    paths = sorted((s for s in out if s[0] != "invoke"), key=lambda s: s[2] != "ask")  # commands too (E2)
     return paths + [s for s in out if s[0] == "invoke"]
 
 
@@ -256,7 +295,8 @@ def preview(perms: PermissionsMiddleware, rule: PermissionRule, scope: str, call
     out: list[PreviewEntry] = []
     for call in calls:
         tool, resources = _resources(call, tools)
-        matched = tuple((a, _canonical(t) if a != "invoke" else t) for a, t in resources if rule_matches(rule, a, t))
+        matched = tuple((a, _canonical(t) if a not in ("invoke", "execute") else t) for a, t in resources
+                        if rule_matches(rule, a, t))
         if not matched:
             continue
         out.append(PreviewEntry(call, matched, call_outcome(perms, tool, resources, call.session_rules),

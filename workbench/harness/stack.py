@@ -3,7 +3,7 @@
 Order matters (outermost first):
 1. budget — outside every other model wrapper, so a retry inside can never hide a call (B2);
 2. permissions — every tool call, offered or not, passes its rules (M5, M6);
-3. files, todos, skills, artifacts — tools and sections;
+3. files, execute (the shell tool), todos, skills, artifacts, delegation, MCP servers — tools and sections;
 4. instructions last: its cacheable section comes after the others, so editing AGENTS.md leaves the
    cached prompt prefix (todos guide, skills) intact.
 """
@@ -87,9 +87,12 @@ def build_middleware(config: WorkbenchConfig, workspace: Path, backend: FileBack
     from workbench.harness.todos import TodosMiddleware
 
     stack: list[AgentMiddleware] = []
-    if config.budget:
+    # B5: the person's runs also hold at the step limit (200 unless the workspace sets its own `steps`);
+    # a sub-agent's run keeps its envelope and the engine's step limit (it cannot ask mid-task).
+    budgets = config.effective_budget if depth == 1 else config.budget
+    if budgets:
         stack.append(
-            BudgetMiddleware([BudgetLimit(b.scope, dict(b.limit), b.interrupt) for b in config.budget])
+            BudgetMiddleware([BudgetLimit(b.scope, dict(b.limit), b.interrupt) for b in budgets])
         )
     from workbench.harness.compression import CompressionMiddleware
 
@@ -104,6 +107,11 @@ def build_middleware(config: WorkbenchConfig, workspace: Path, backend: FileBack
     )
     stack.append(permissions)
     stack.append(FilesMiddleware(backend, readable=permissions.readable))
+    from workbench.harness.execute import ExecuteMiddleware
+
+    # E1–E5: the shell tool; the sandbox empties what no tool may open (F4), the store's folder included.
+    stack.append(ExecuteMiddleware.from_config(
+        config, workspace, hidden=protected_paths(workspace, workspace / ".workbench" / "threads.sqlite3")))
     stack.append(TodosMiddleware(max_todos=config.todos.max_todos, max_todo_chars=config.todos.max_todo_chars))
     s = config.skills
     stack.append(
@@ -121,6 +129,11 @@ def build_middleware(config: WorkbenchConfig, workspace: Path, backend: FileBack
         from workbench.harness.delegation import DelegationMiddleware
 
         stack.append(DelegationMiddleware(config, workspace, depth=depth))
+    from workbench.harness.mcp import build_mcp
+
+    mcp = build_mcp(config.mcp_servers, workspace)  # X1-X3: one set of servers for the agent and its sub-agents
+    if mcp is not None:
+        stack.append(mcp)
     m = config.memory
     stack.append(
         InstructionsMiddleware(

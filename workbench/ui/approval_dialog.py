@@ -11,6 +11,7 @@ awaited by ``decision_dialogs.ask_approvals``.
 from __future__ import annotations
 
 import json
+import logging
 from collections.abc import Awaitable, Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -25,6 +26,7 @@ from PySide6.QtWidgets import (
     QListWidgetItem,
     QPlainTextEdit,
     QPushButton,
+    QComboBox,
     QTabWidget,
     QVBoxLayout,
     QWidget,
@@ -37,6 +39,8 @@ from workbench.ui.style import safe_is_dark
 
 if TYPE_CHECKING:
     from workbench.engine.middleware import Question
+
+log = logging.getLogger(__name__)
 
 ReadFile = Callable[[str], Awaitable[str]]
 """Reads a file's text through the session's backend (the diff's "now" side)."""
@@ -124,6 +128,13 @@ class ApprovalDialog(QDialog):
         self.reason_label.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
         self.reason_label.setProperty("role", "muted")  # the theme's secondary text colour
         lay.addWidget(self.reason_label)
+        # E2, E5: a command's line, folder and whether a sandbox holds it, in words (G14: not by colour).
+        self.command_label = QLabel()
+        self.command_label.setObjectName("approval_command")
+        self.command_label.setWordWrap(True)
+        self.command_label.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        self.command_label.hide()
+        lay.addWidget(self.command_label)
 
         self.tabs = QTabWidget(self)
         self.diff_view = QPlainTextEdit(self)
@@ -166,6 +177,15 @@ class ApprovalDialog(QDialog):
         self.always_scope.setWordWrap(True)
         self.always_scope.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
         scope_row.addWidget(self.always_scope, 1)
+        # E2: for a command, "Always" may save a rule at prefix level (`pytest *`) instead of the exact line.
+        self.command_rule_combo = QComboBox(self)
+        self.command_rule_combo.setObjectName("approval_command_rule")
+        self.command_rule_combo.setAccessibleName("Rule the Always buttons save")
+        self.command_rule_combo.setToolTip("What the Always buttons allow from now on: exactly what asked, or "
+                                           "every command starting like this one")
+        self.command_rule_combo.currentIndexChanged.connect(self._command_rule_changed)
+        self.command_rule_combo.hide()
+        scope_row.addWidget(self.command_rule_combo)
         self.make_rule_button = self._button("Make a rule…", "make_rule", self.make_rule)
         self.make_rule_button.setToolTip("Build a rule for this file's folder, a whole tree or the tool, see which "
                                          "earlier calls it matches, and save it for the session, the project or you")
@@ -309,6 +329,7 @@ class ApprovalDialog(QDialog):
         self.approve_button.setText("Approve once")
         self.reject_message.clear()
         self._show_always_scope(q)
+        self._show_command(q)
         is_file = tool in FILE_TOOLS
         self.tabs.setTabVisible(1, is_file)
         self.tabs.setCurrentIndex(1 if is_file else 0)
@@ -319,9 +340,13 @@ class ApprovalDialog(QDialog):
         """Q3: the Always buttons and the line above them say exactly what "Always" saves (one file,
         one tool) and where, from the question's ``always`` list (older questions lack it)."""
         rules = [str(r) for r in q.payload.get("always") or [] if isinstance(r, str)]
-        paths = [r.split(" ", 2)[2] for r in rules if len(r.split(" ", 2)) == 3 and r.split(" ", 2)[1] != "invoke"]
+        paths = [r.split(" ", 2)[2] for r in rules
+                 if len(r.split(" ", 2)) == 3 and r.split(" ", 2)[1] not in ("invoke", "execute")]
         tools = [r.split(" ", 2)[2] for r in rules if len(r.split(" ", 2)) == 3 and r.split(" ", 2)[1] == "invoke"]
-        if len(rules) == 1 and paths:
+        commands = [r for r in rules if len(r.split(" ", 2)) == 3 and r.split(" ", 2)[1] == "execute"]
+        if len(rules) == 1 and commands:
+            noun = "this command"
+        elif len(rules) == 1 and paths:
             noun = "this file"
         elif len(rules) == 1 and tools:
             noun = "this tool"
@@ -338,15 +363,88 @@ class ApprovalDialog(QDialog):
         if rules:
             self.always_scope.setText("“Always” allows exactly: <b>" + _html("; ".join(rules)) + "</b>"
                                       + (" (this file only)" if noun == "this file" else
-                                         " (this tool only)" if noun == "this tool" else ""))
+                                         " (this tool only)" if noun == "this tool" else
+                                         " (this command only)" if noun == "this command" else ""))
         else:
             self.always_scope.setText("“Always” allows exactly what asked for this call, nothing wider.")
+
+    def _show_command(self, q: Question) -> None:
+        """E2, E5: the command, its folder and the sandbox's state; the prefix-level rule proposals."""
+        p = q.payload
+        is_command = p.get("tool") == "execute"
+        self.command_label.setVisible(is_command)
+        self.command_rule_combo.blockSignals(True)
+        self.command_rule_combo.clear()
+        proposals = [str(x) for x in p.get("proposals") or [] if isinstance(x, str)] if is_command else []
+        if proposals:
+            self.command_rule_combo.addItem("Always: exactly what asked", None)
+            for pattern in proposals:
+                self.command_rule_combo.addItem(f"Always: {pattern}", pattern)
+        self.command_rule_combo.blockSignals(False)
+        self.command_rule_combo.setVisible(bool(proposals))
+        if not is_command:
+            self.command_label.setText("")
+            return
+        command = str(p.get("command") or self._args(q).get("command") or "")
+        folder = str(p.get("folder") or self._args(q).get("cwd") or "")
+        host = str(p.get("host_folder") or "")
+        where = _html(folder) + (f" <span style='opacity:0.7'>({_html(host)})</span>" if host and host != folder else "")
+        if p.get("folder_error"):
+            where += f" — {_html(str(p['folder_error']))}"
+        sandbox = str(p.get("sandbox") or "not known (asked before the sandbox was checked)")
+        if p.get("sandboxed"):
+            shown = f"Sandbox: {_html(sandbox)}"
+        else:  # said in bold words, not by colour alone (G14)
+            head, _, rest = sandbox.partition(" — ")
+            shown = f"<b>Sandbox: {_html(head)}</b>" + (f" — {_html(rest)}" if rest else "")
+        lines = [f"Command: <code style='white-space:pre-wrap'>{_html(command)}</code>", f"Folder: {where}", shown]
+        self.command_label.setText("<br>".join(lines))
+        plain = f"Command: {command}. Folder: {folder}. Sandbox: {sandbox}"
+        self.command_label.setAccessibleName(plain)
+
+    def _chosen_proposal(self) -> str | None:
+        q = self.current
+        if q is None or q.payload.get("tool") != "execute" or self.command_rule_combo.isHidden():
+            return None
+        data = self.command_rule_combo.currentData()
+        return str(data) if isinstance(data, str) else None
+
+    @Slot(int)
+    def _command_rule_changed(self, _index: int) -> None:
+        pattern = self._chosen_proposal()
+        q = self.current
+        if q is None:
+            return
+        if pattern is None:
+            self._show_always_scope(q)
+            return
+        several = len(q.payload.get("always") or []) > 1
+        self.always_scope.setText(f"“Always” allows every command matching: <b>{_html(pattern)}</b>"
+                                  + (" (the line's other parts are judged on their own)" if several else ""))
+        for b, where in ((self.always_session_button, "session"), (self.always_project_button, "project"),
+                         (self.always_user_button, "everywhere")):
+            b.setText(f"Always ({where})")
+            b.setToolTip(f"Approve, and allow from now on: allow execute {pattern}")
+
+    async def _save_command_rule(self, session: Any, pattern: str, scope: str) -> None:
+        """E2: the prefix-level rule chosen for "Always", saved through the session (Q3's save_rule)."""
+        try:
+            rule = session.build_rule("allow", "execute", pattern, "glob")
+            saved = await session.save_rule(rule, scope)
+        except Exception as e:  # noqa: BLE001 - the call is approved anyway; say the rule was not kept
+            log.warning("the rule allow execute %s was not saved: %s", pattern, e)
+            return
+        notice = getattr(saved, "notice", "")
+        if notice:
+            log.warning("%s", notice)
 
     def _headline(self, tool: str) -> str:
         q = self.current
         path = self._args(q).get("path") if q is not None else None
         agent = sub_agent(q)
         who = f"The sub-agent {agent}" if agent else "The agent"
+        if tool == "execute":
+            return f"{who} wants to run a command"
         if tool in FILE_TOOLS and isinstance(path, str) and path:
             return f"{who} wants to edit a file" if tool == "edit_file" else f"{who} wants to write a file"
         return f"{who} wants to run a tool"
@@ -493,6 +591,12 @@ class ApprovalDialog(QDialog):
                 return
             if args != self._args(q):
                 decision = {"decision": "edit", "arguments": args}
+        pattern = self._chosen_proposal() if always else None
+        session = self._current_session() if pattern is not None else None
+        if pattern is not None and session is not None:
+            # E2: the wider rule the person chose is saved instead of the exact one; this call runs once.
+            start(self._save_command_rule(session, pattern, always), name="command-rule")  # type: ignore[arg-type]
+            always = None
         if always:
             decision["always"] = always
         self._decide(decision)

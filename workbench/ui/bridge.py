@@ -27,6 +27,18 @@ log = logging.getLogger(__name__)
 
 #: How long streamed text is gathered before it is handed to the view (DESIGN §2: ~30 ms).
 TEXT_BATCH_MS = 30
+#: The most of one command's output handed on at once (E6): the newest is kept, ``skipped`` counts the
+#: rest, so a burst never costs the view more than one batch's worth of text.
+COMMAND_BATCH_CHARS = 8 * 1024
+
+#: G13: of a thread's stored durable events the window replays its newest this many in full (before
+#: them, all but the per-call ones: ``Session.replay_events``); a 10,000-message thread has ~10,000.
+REPLAY_RECENT = 300
+
+#: G13: what ``sig_thread_loaded`` carries of a thread's history: its newest turns (and at least the
+#: newest TAIL_AT_LEAST messages: a short thread whole), at most TAIL_MESSAGES; the transcript reads
+#: earlier pages as the person scrolls (``Session.history_before``).
+TAIL_TURNS, TAIL_AT_LEAST, TAIL_MESSAGES = 2, 200, 400
 
 
 class Bridge(QObject):
@@ -55,6 +67,13 @@ class Bridge(QObject):
 
     sig_tool_finished = Signal(dict)
     """A tool call ended: ``{"call_id", "name", "status"}`` (ok, error, rejected, ...)."""
+
+    sig_command_output = Signal(dict)
+    """A running command printed (E6, live ``command_output``), gathered per call over ~30 ms like the
+    answer text: ``{"call_id", "text", "skipped"}`` — ``skipped`` counts characters left out before
+    ``text`` (a command printing faster than it can be shown keeps the newest). Its end is the call's
+    ``sig_tool_finished``, whose dict then holds ``exit_code``, ``duration_seconds``, ``timed_out``,
+    ``output_chars`` and ``sandboxed``."""
 
     sig_tool_results_committed = Signal(dict)
     """Results of finished tool calls, from the committed history: ``{call_id: {"status", "content"}}``."""
@@ -114,8 +133,10 @@ class Bridge(QObject):
     """The bridge now follows this thread (its durable events replay next): panels clear themselves."""
 
     sig_thread_loaded = Signal(dict)
-    """A thread was (re)opened: ``{"thread_id", "messages", "pending", "status", "usage", "model",
-    "error"}`` from the committed state, after its durable events were replayed."""
+    """A thread was (re)opened: ``{"thread_id", "messages", "first_index", "message_count", "pending",
+    "status", "usage", "model", "error"}`` from the committed state, after its durable events were
+    replayed. ``messages`` are the newest turns only (G13): stored messages ``first_index`` on, of
+    ``message_count``."""
 
     # Events from another thread (should one ever arrive there) cross to the GUI thread through this
     # queued signal; events on the GUI thread are dispatched directly.
@@ -126,6 +147,7 @@ class Bridge(QObject):
         self._session: Session | None = None
         self._unsubscribe: Callable[[], None] | None = None
         self._text: list[str] = []
+        self._output: dict[str, list[Any]] = {}  # call id -> [texts, skipped] gathered for sig_command_output
         self._pending_results: set[str] = set()
         self._gui_thread = threading.get_ident()
         self.replaying = False
@@ -154,7 +176,7 @@ class Bridge(QObject):
         self.sig_thread_attached.emit(session.thread_id)
         self.replaying = True
         try:
-            self._unsubscribe = session.subscribe(self._on_event, replay=True)
+            self._unsubscribe = session.subscribe(self._on_event, replay=True, recent=REPLAY_RECENT)
         finally:
             self.replaying = False
         self.emit_thread_loaded()
@@ -182,10 +204,13 @@ class Bridge(QObject):
             usage = s.usage.to_dict()
         except Exception:  # noqa: BLE001 - a thread deleted under us
             usage = {}
+        page = s.history_tail(TAIL_TURNS, limit=TAIL_MESSAGES, at_least=TAIL_AT_LEAST)  # G13: not the history
         self.sig_thread_loaded.emit(
             {
                 "thread_id": s.thread_id,
-                "messages": s.messages,
+                "messages": list(page.messages),
+                "first_index": page.start,
+                "message_count": page.total,
                 "pending": list(s.pending),
                 "status": s.status,
                 "usage": usage,
@@ -204,6 +229,14 @@ class Bridge(QObject):
     @Slot(object)
     def _dispatch(self, event: Event) -> None:
         t = event.type
+        if t == "command_output":  # E6: like streamed text, gathered and handed on every ~30 ms
+            d = event.data
+            entry = self._output.setdefault(str(d.get("call_id") or ""), [[], 0])
+            entry[0].append(str(d.get("text") or ""))
+            entry[1] += int(d.get("skipped") or 0)
+            if not self._timer.isActive():
+                self._timer.start()
+            return
         if t == "model_delta":
             text = event.data.get("text") or ""
             if text:
@@ -267,8 +300,16 @@ class Bridge(QObject):
 
     @Slot()
     def flush_text(self) -> None:
-        """Hand the gathered streamed text to the view now."""
+        """Hand the gathered streamed text (and commands' output) to the view now."""
         self._timer.stop()
+        if self._output:
+            gathered, self._output = self._output, {}
+            for call_id, (texts, skipped) in gathered.items():
+                text = "".join(texts)
+                if len(text) > COMMAND_BATCH_CHARS:
+                    skipped += len(text) - COMMAND_BATCH_CHARS
+                    text = text[-COMMAND_BATCH_CHARS:]
+                self.sig_command_output.emit({"call_id": call_id, "text": text, "skipped": skipped})
         if self._text:
             text = "".join(self._text)
             self._text.clear()
@@ -289,8 +330,11 @@ class Bridge(QObject):
             return
         wanted = set(self._pending_results)
         found: dict[str, dict[str, Any]] = {}
-        try:
-            messages = self._session.messages
+        try:  # G13: the newest messages only (the results follow their step's call), never the history
+            page = self._session.history_tail(None, limit=2 * len(wanted) + 16)
+            if not {m.tool_call_id for m in page.messages if m.role == "tool"} >= wanted and not page.at_start:
+                page = self._session.history_tail(None, limit=max(400, 8 * len(wanted)))
+            messages = page.messages
         except Exception:  # noqa: BLE001 - the store is gone (window closing)
             log.debug("could not read committed messages", exc_info=True)
             return
@@ -304,4 +348,4 @@ class Bridge(QObject):
             self.sig_tool_results_committed.emit(found)
 
 
-__all__ = ["Bridge", "TEXT_BATCH_MS"]
+__all__ = ["COMMAND_BATCH_CHARS", "Bridge", "TEXT_BATCH_MS"]

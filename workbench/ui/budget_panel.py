@@ -4,9 +4,10 @@ and the cost in USD with a per-model breakdown.
 Fed by the window through two calls, never by polling:
 
 - ``set_session(session)`` rebuilds everything when a thread opens: the budgets from
-  ``session.config.budget``, their committed figures from ``session.budget_figures()``, thread usage
-  from ``session.usage``, the last run's usage and the per-model breakdown from
-  ``session.store.usage_calls``.
+  ``session.config.effective_budget`` (the workspace's and, unless it limits ``steps`` itself, the
+  default step hold: a steps meter for every run, B5), their committed figures from
+  ``session.budget_figures()``, thread usage from ``session.usage``, the last run's usage and the
+  per-model breakdown from ``session.usage_by_model`` (summed by the store: G13).
 - ``handle_event(event)`` takes every engine event: ``budget_updated`` (after each model call and each
   approval), ``budget_hold`` and ``budget_exceeded`` carry the budget middleware's own spent/limit per
   field and are shown as they are; ``usage_updated`` moves the usage summaries and the per-model
@@ -71,14 +72,15 @@ FIELD_LABELS = {
     "thoughts_tokens": "Reasoning tokens",
     "total_tokens": "Total tokens",
     "cost_usd": "Cost (USD)",
+    "steps": "Steps",
 }
 
 #: Meter colours: under 75 % green, under 100 % amber, at or over the limit red.
 LEVEL_COLORS = {"ok": "#2da44e", "warn": "#d4a72c", "over": "#cf222e"}
 
 BUDGET_HINT = (
-    "No budget is set for this workspace: usage is shown, nothing is capped. "
-    "To add one, put this in workbench.yaml:"
+    "No budget is set for this workspace: usage is shown, and only the step limit holds a run (at 200 "
+    "steps it asks you to go on). To add one, put this in workbench.yaml:"
     "<pre>budget:\n"
     "  - scope: run\n"
     "    limit: {total_tokens: 200000, cost_usd: 1.00}\n"
@@ -266,7 +268,8 @@ class _ScopeBox(QGroupBox):
         for index, budget in budgets:
             if len(budgets) > 1 or budget.interrupt:
                 how = "asks before going on" if budget.interrupt else "stops the run"
-                head = QLabel(f"Budget {index + 1} · {how}", self)
+                what = "Step limit" if set(budget.limit) == {"steps"} else f"Budget {index + 1}"  # B5
+                head = QLabel(f"{what} · {how}", self)
                 head.setProperty("role", "muted")
                 head.setWordWrap(True)
                 self._layout.insertWidget(pos, head)
@@ -293,6 +296,7 @@ class BudgetPanel(QWidget):
         self._thread_usage: dict[str, Any] = {}
         self._run_models: dict[str, Usage] = {}
         self._thread_models: dict[str, Usage] = {}
+        self._own_budget = False  # the workspace sets a budget of its own (not only the step hold)
         self._figures: dict[int, dict[str, dict[str, float]]] = {}  # G11: the engine's, per budget index
         self._seen_seq = 0  # durable events up to this one are already in what set_session read
 
@@ -364,7 +368,9 @@ class BudgetPanel(QWidget):
     def set_session(self, session: Session | None) -> None:
         """Rebuild from the session's config, committed state and stored usage (a thread was opened)."""
         self._session = session
-        self._budgets = list(getattr(getattr(session, "config", None), "budget", ()) or ()) if session else []
+        config = getattr(session, "config", None) if session is not None else None
+        self._budgets = list(getattr(config, "effective_budget", ()) or ())  # B5: with the step hold
+        self._own_budget = bool(getattr(config, "budget", ()))
         self._figures = {}
         self._run_id = ""
         self._run_usage, self._thread_usage = {}, {}
@@ -375,7 +381,7 @@ class BudgetPanel(QWidget):
             try:
                 self._seen_seq = last_seq(session)
                 self._thread_usage = session.usage.to_dict()
-                self._thread_models = _by_model(session.store.usage_calls(session.thread_id))
+                self._thread_models = session.usage_by_model()
                 runs = session.store.runs(session.thread_id)
                 if runs:
                     self._load_run(runs[-1].id)
@@ -435,9 +441,8 @@ class BudgetPanel(QWidget):
         if s is None:
             self._run_usage, self._run_models = {}, {}
             return
-        calls = s.store.usage_calls(s.thread_id, run_id)
-        self._run_models = _by_model(calls)
-        self._run_usage = sum((u for _, u in calls), Usage()).to_dict()
+        self._run_models = s.usage_by_model(run_id)
+        self._run_usage = sum(self._run_models.values(), Usage()).to_dict()
 
     def _load_figures(self) -> None:
         """The committed figures (``Session.budget_figures``): a reopened thread, a finished run."""
@@ -480,7 +485,7 @@ class BudgetPanel(QWidget):
         session = [(i, b) for i, b in enumerate(self._budgets) if b.scope != "run"]
         self.run_box.build(run, "No run budget.")
         self.session_box.build(session, "No session budget.")
-        self.hint_label.setVisible(not self._budgets)
+        self.hint_label.setVisible(not self._own_budget)
 
     def _refresh(self) -> None:
         for i, budget in enumerate(self._budgets):
@@ -552,8 +557,7 @@ class BudgetPanel(QWidget):
 
 def last_seq(session: Session) -> int:
     """The newest durable event's number in the session's thread (0 when it has none)."""
-    events = session.store.events(session.thread_id)
-    return events[-1].seq if events else 0
+    return session.last_event_seq()  # G13: a long thread's log is not read to learn its end
 
 
 def is_news(event: Event, session: Session | None, seen_seq: int) -> bool:

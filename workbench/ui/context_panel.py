@@ -26,6 +26,7 @@ and ``sig_run_finished`` signals and reads the session when a thread is attached
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
@@ -100,6 +101,8 @@ class ContextPanel(QWidget):
         self._soon.setSingleShot(True)
         self._soon.setInterval(0)
         self._soon.timeout.connect(self.reload)
+        self._reads = 0  # bumped by each reload: only the newest read's figures are applied
+        self._reading = False
 
         outer = QVBoxLayout(self)
         outer.setContentsMargins(6, 6, 6, 6)
@@ -291,26 +294,43 @@ class ContextPanel(QWidget):
             self._soon.start()
 
     def reload(self) -> None:
-        """Read the attached thread's figures, compressions and calls from the session."""
+        """Read the attached thread's figures, compressions and calls from the session — on a worker
+        thread: sizing a 10,000-message history takes most of a second, and the window must answer
+        meanwhile (G13). The figures are applied here when they arrive, if the thread is still attached."""
         self._soon.stop()
         session = self._session
         if session is None:
             return
+        self._reads += 1
+        self._reading = True
+        self.tasks.run(self._read(session, self._reads))
+
+    async def _read(self, session: Session, ticket: int) -> None:
+        def read() -> tuple[dict[str, Any], Any, Any]:
+            return dict(session.context_figures()), session.prompt_sections(), session.prompt_calls()
+
         try:
-            figures = dict(session.context_figures())
+            try:
+                figures, sections, calls = await asyncio.to_thread(read)
+            except Exception as e:  # noqa: BLE001 - a store closing under a workspace switch
+                log.debug("context panel: thread not read: %s", e)
+                return
+            if session is not self._session or ticket != self._reads:
+                return  # another thread was attached (or read again) meanwhile: that read wins
             if not self._measured:  # a model call measured since: its figures are newer
                 self._figures = figures
             self._last = figures.get("last")
-            self._sections = session.prompt_sections()
-            self.calls.set_rows(session.prompt_calls())
-        except Exception as e:  # noqa: BLE001 - a store closing under a workspace switch
-            log.debug("context panel: thread not read: %s", e)
-        self._render()
+            self._sections = sections
+            self.calls.set_rows(calls)
+            self._render()
+        finally:
+            if ticket == self._reads:
+                self._reading = False
 
     @property
     def loading(self) -> bool:
-        """The attached thread is still to be read (``reload`` is due)."""
-        return self._soon.isActive()
+        """The attached thread is still to be read (``reload`` is due or its read is in flight)."""
+        return self._soon.isActive() or self._reading
 
     def handle_event(self, event: Any) -> None:
         """Context events come through the bridge's signals (``sig_context_*``); nothing per event here."""

@@ -288,6 +288,9 @@ class MainWindow(QMainWindow):
         self.session = session
         self.setWindowTitle(f"{ws.name} — {APP_TITLE}")
         self.status.set_model(session.model_name)  # type: ignore[attr-defined]
+        set_sandbox = getattr(self.status, "set_sandbox", None)
+        if set_sandbox is not None:  # E5: the fallback status bar has no place for it
+            set_sandbox(session.sandbox)
         self.bridge.attach(session)
         add_recent_workspace(self.settings, ws)
         self._save_settings()

@@ -191,9 +191,30 @@ def install_context_panel(window: Any, tab_with: Any = None, *, follow: bool = T
     return panel
 
 
+def install_servers_panel(window: Any, tab_with: Any = None, *, follow: bool = True) -> QWidget:
+    """The Servers dock (X5: the workspace's MCP servers, their tools, last error and log, Check and
+    Restart), live from the bridge's ``mcp_server_status`` events; tabbed with ``tab_with`` when given.
+    Installed once. ``follow``: as for Tasks (and then it takes the bridge's events itself)."""
+    if window.dock("Servers") is not None:
+        return window.dock("Servers").widget()
+
+    def factory(mod: Any) -> QWidget:
+        return mod.ServersPanel(window, start=qt_async.start)
+
+    panel = load_panel(window, "Servers", "workbench.ui.servers_panel", factory)
+    dock = window.add_dock("Servers", panel, Right)
+    if tab_with is not None:
+        window.tabifyDockWidget(tab_with, dock)
+    if not isinstance(panel, PanelError):
+        if follow:
+            window.bridge.sig_event_received.connect(panel.handle_event)
+        _register(window, "Servers", panel, follow)
+    return panel
+
+
 def install_panels(window: Any) -> dict[str, Any]:
-    """Add Plan, Skills, Instructions, Budget and Artifacts docks, then Decisions, Tasks and Context in the
-    same tab group; returns the loaded ones by title.
+    """Add Plan, Skills, Instructions, Budget and Artifacts docks, then Decisions, Tasks, Context and Servers
+    in the same tab group; returns the loaded ones by title.
 
     A panel that failed to load gets its dock with a ``PanelError`` instead (listed in
     ``window.panel_errors``, not in the result).
@@ -218,6 +239,9 @@ def install_panels(window: Any) -> dict[str, Any]:
     context = install_context_panel(window, tab_with=first, follow=False)  # C9: the Context panel, same group
     if not isinstance(context, PanelError):
         panels["Context"] = context
+    servers = install_servers_panel(window, tab_with=first, follow=False)  # X5: the MCP servers, same group
+    if not isinstance(servers, PanelError):
+        panels["Servers"] = servers
     failed = [d for d in docks if d is not None and isinstance(d.widget(), PanelError)]
     (failed[0] if failed else first).raise_()  # a panel that failed to load is the tab in sight
     if not window.settings.window.get("state"):
@@ -249,7 +273,7 @@ def show_dock(window: Any, title: str) -> None:
     dock = window.dock(title)
     if dock is None:
         install = {"Decisions": install_decisions_panel, "Tasks": install_tasks_panel,
-                   "Context": install_context_panel}.get(title)
+                   "Context": install_context_panel, "Servers": install_servers_panel}.get(title)
         if install is None:
             return
         install(window)

@@ -14,7 +14,7 @@ from __future__ import annotations
 from typing import Any
 
 from PySide6.QtCore import Qt, Signal
-from PySide6.QtWidgets import QLabel, QStatusBar, QToolButton, QWidget
+from PySide6.QtWidgets import QLabel, QSizePolicy, QStatusBar, QToolButton, QWidget
 
 from workbench.ui.budget_panel import FIGURE_EVENTS, field_label, format_amount, level_for
 from workbench.ui.style import set_status_property
@@ -115,8 +115,15 @@ class RunStatusBar(QStatusBar):
         self.budget_label = QLabel(self)  # G11: the engine's budget figures
         self.budget_label.setObjectName("statusBudget")
         self.budget_label.setAccessibleName("Budget")
+        self.sandbox_label = QLabel(self)  # E5: whether the agent's commands run in a sandbox
+        self.sandbox_label.setObjectName("statusSandbox")
+        # It gives way in a narrow window (clipped, never wider than the window's minimum): the run's state
+        # and figures beside it matter more, and its whole text is in the tooltip.
+        self.sandbox_label.setSizePolicy(QSizePolicy.Policy.Maximum, QSizePolicy.Policy.Preferred)
+        self.sandbox_label.setMinimumWidth(1)  # (0 would mean "the text's width")
+        self.sandbox_label.hide()
         self.budgets: dict[int, dict[str, Any]] = {}  # index -> {"scope", "fields": {field: {spent, limit}}}
-        for label in (self.model_label, self.status_label, self.usage_label, self.budget_label):
+        for label in (self.model_label, self.sandbox_label, self.status_label, self.usage_label, self.budget_label):
             self.addPermanentWidget(label)
         # Q1: "N decisions waiting", shown while any decision waits in the workspace; opens the inbox.
         self.decisions_button = QToolButton(self)
@@ -163,6 +170,21 @@ class RunStatusBar(QStatusBar):
         self.tasks_button.setVisible(bool(text))
         set_status_property(self.tasks_button, "interrupted" if self.tasks_waiting else
                             "running" if self.tasks_running else "")
+
+    def set_sandbox(self, info: dict[str, Any] | None) -> None:
+        """E5: "sandboxed" or "no sandbox" in words (G14), the full line as the tooltip; hidden when the
+        session has no shell tool (``Session.sandbox`` is empty)."""
+        info = info or {}
+        if not info:
+            self.sandbox_label.hide()
+            return
+        active = bool(info.get("active"))
+        text = "commands: sandboxed" if active else "commands: no sandbox"
+        self.sandbox_label.setText(text)
+        self.sandbox_label.setToolTip(f"Sandbox for the agent's commands: {info.get('text', '')}")
+        self.sandbox_label.setAccessibleName(f"{text}. {info.get('text', '')}")
+        set_status_property(self.sandbox_label, "" if active else "interrupted")
+        self.sandbox_label.show()
 
     def set_model(self, name: str | None) -> None:
         """Show the model; ``demo`` reads "demo (offline)"."""

@@ -1,32 +1,48 @@
 """The transcript (G1, issue 3 item 3): user and assistant messages, the streamed answer, tool calls.
 
-It renders what the bridge sends and never asks the engine for anything. Streamed text arrives in
-batches (``Bridge.sig_text_streamed``, ~30 ms) and is appended as plain text; when the message is
-complete it is rendered once as markdown. Each tool call is a collapsible row with its arguments,
-result and status. Errors are shown in plain words with what to do next; the partial answer of a
-stopped run is kept and marked "stopped".
+It renders what the bridge sends and never asks the engine for anything but pages of a long thread's
+history (``Session.history_before``, G13). Streamed text arrives in batches (``Bridge.sig_text_streamed``,
+~30 ms) and is appended as plain text; when the message is complete it is rendered once as markdown.
+Each tool call is a collapsible row with its arguments, result and status. Errors are shown in plain
+words with what to do next; the partial answer of a stopped run is kept and marked "stopped".
 
-``TranscriptView`` is the scroll area and what it does with the bridge's signals; the blocks it is
-made of are in ``transcript_blocks``, their colours in ``transcript_style``.
+G13: a thread is shown from its newest turns (``sig_thread_loaded`` carries only those); earlier pages
+are read as the person scrolls up. Every message, tool call and notice is a ``Row`` (data,
+``transcript_rows``); only the rows around the viewport have a widget (``transcript_list.RowList``), so
+a 10,000-message thread opens as fast as a short one. ``blocks()`` and friends return the widgets built
+now.
+
+``TranscriptView`` is what it does with the bridge's signals; the blocks are in ``transcript_blocks``,
+their colours in ``transcript_style``.
 """
 
 from __future__ import annotations
 
+import asyncio
+import logging
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from PySide6.QtCore import QEvent, Qt, QTimer, Signal, Slot
-from PySide6.QtWidgets import QLabel, QScrollArea, QVBoxLayout, QWidget
+from PySide6.QtCore import QEvent, Qt, Signal, Slot
+from PySide6.QtWidgets import QLabel, QWidget
 
-from workbench.ui.focus_order import chain_after, parts_of
 from workbench.ui.run_activity import ThinkingRow
 from workbench.ui.transcript_blocks import MessageBlock, NoticeBlock, ToolCallRow
 from workbench.ui.transcript_endings import RunEndings
+from workbench.ui.transcript_list import RowList
+from workbench.ui.transcript_rows import Row, message_row, notice_row, rows_for_page, tool_row
 from workbench.ui.transcript_style import palette, transcript_style_sheet
 
 if TYPE_CHECKING:
-    from workbench.engine.messages import Message
+    from workbench.session import HistoryPage, Message
     from workbench.ui.bridge import Bridge
+
+log = logging.getLogger(__name__)
+
+#: Messages read per earlier page as the person scrolls up (G13).
+PAGE_MESSAGES = 200
+
+NO_RETRY_TIP = "A later run replaced this one: only the latest failed run can be retried"
 
 
 def advice_for(error: str) -> str:
@@ -72,13 +88,7 @@ def _stopped_text(error: str) -> str:
     return f"Stopped: {error}."
 
 
-def _no_retry(block: NoticeBlock) -> None:
-    if block.button is not None and block.button.isEnabled():
-        block.button.setEnabled(False)
-        block.button.setToolTip("A later run replaced this one: only the latest failed run can be retried")
-
-
-class TranscriptView(QScrollArea):
+class TranscriptView(RowList):
     """The centre of the window: renders a thread's messages and its live run from bridge signals."""
 
     sig_decisions_requested = Signal()
@@ -96,15 +106,9 @@ class TranscriptView(QScrollArea):
         self.inspect_prompts = inspect_prompts  # V2: assistant messages offer "Inspect prompt"
         self._live_step: tuple[str, int] | None = None  # (run id, step) of the model call under way
         self.setObjectName("transcript")
-        self.setWidgetResizable(True)
-        self.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
-        self._content = QWidget()
         self._content.setObjectName("transcript_content")
         self._palette = palette()
         self._content.setStyleSheet(transcript_style_sheet(self._palette))
-        self._layout = QVBoxLayout(self._content)
-        self._layout.setContentsMargins(10, 10, 10, 10)
-        self._layout.setSpacing(6)
         # What an empty thread shows instead of a blank area (not one of the blocks).
         self.empty_hint = QLabel(self._content)
         self.empty_hint.setObjectName("transcript_empty")
@@ -112,25 +116,27 @@ class TranscriptView(QScrollArea):
         self.empty_hint.setAlignment(Qt.AlignmentFlag.AlignCenter)
         self.empty_hint.setTextFormat(Qt.TextFormat.RichText)
         self._set_empty_hint(demo=False)
-        self._layout.addWidget(self.empty_hint)
-        # G1: "Thinking…" while the model has not answered; always the last row (``_add`` inserts above it).
+        self.add_head(self.empty_hint)
+        # G1: "Thinking…" while the model has not answered; always the last row (rows go above it).
         self.thinking_row = ThinkingRow(self._content)
-        self._layout.addWidget(self.thinking_row)
-        self._layout.addStretch(1)
-        self.setWidget(self._content)
-        self._rows: dict[str, ToolCallRow] = {}
-        self._current: MessageBlock | None = None
-        self._pending_notice: NoticeBlock | None = None
-        self._stick = True
-        bar = self.verticalScrollBar()
-        bar.rangeChanged.connect(self._on_range)
-        bar.valueChanged.connect(self._on_scrolled)
+        self.add_tail(self.thinking_row)
+        self._calls: dict[str, Row] = {}  # tool rows by call id (a reused id: the newest call)
+        self._errors: list[Row] = []  # failure cards (only the newest offers Retry)
+        self._current: Row | None = None  # the message streaming in
+        self._pending_notice: Row | None = None
+        # G13: paging — the stored index of the first loaded message, the run it belongs to, and a
+        # generation that tells a page read for a thread shown before from one for this thread
+        self._first_index = 0
+        self._first_run: str | None = None
+        self._generation = 0
+        self._loading = False
         self._bridge = bridge
         bridge.sig_thread_loaded.connect(self.load_thread)
         bridge.sig_text_streamed.connect(self.append_text)
         bridge.sig_step_started.connect(self.end_message)
         bridge.sig_tool_started.connect(self.on_tool_started)
         bridge.sig_tool_finished.connect(self.on_tool_finished)
+        bridge.sig_command_output.connect(self.on_command_output)
         bridge.sig_tool_results_committed.connect(self.on_tool_results)
         bridge.sig_interrupt_raised.connect(self.on_interrupt)
         bridge.sig_run_finished.connect(self.on_run_finished)
@@ -146,14 +152,9 @@ class TranscriptView(QScrollArea):
                     bridge.sig_interrupt_raised, bridge.sig_run_finished, bridge.sig_thread_attached):
             sig.connect(self._stop_thinking)
 
-    # -- queries (for tests and other panels) ---------------------------------------------------------
+    # -- queries (for tests and other panels): the blocks built now -----------------------------------
     def blocks(self) -> list[QWidget]:
-        out = []
-        for i in range(self._layout.count()):
-            w = self._layout.itemAt(i).widget()
-            if w is not None and w is not self.empty_hint and w is not self.thinking_row:
-                out.append(w)
-        return out
+        return [r.widget for r in self.built_rows() if r.widget is not None]
 
     def messages(self) -> list[MessageBlock]:
         return [w for w in self.blocks() if isinstance(w, MessageBlock)]
@@ -162,36 +163,91 @@ class TranscriptView(QScrollArea):
         return [w for w in self.blocks() if isinstance(w, ToolCallRow)]
 
     def tool_row(self, call_id: str) -> ToolCallRow | None:
-        return self._rows.get(call_id)
+        row = self._calls.get(call_id)
+        return row.widget if row is not None and isinstance(row.widget, ToolCallRow) else None
 
     def notices(self, kind: str | None = None) -> list[NoticeBlock]:
         return [w for w in self.blocks() if isinstance(w, NoticeBlock) and (kind is None or w.kind == kind)]
 
+    @property
+    def first_index(self) -> int:
+        """The stored index of the oldest message loaded (0: the thread's start is loaded)."""
+        return self._first_index
+
     # -- building -------------------------------------------------------------------------------------
     def clear(self) -> None:
-        for w in self.blocks():
-            self._layout.removeWidget(w)
-            w.deleteLater()
-        self._rows.clear()
+        self.clear_rows()
+        self._calls.clear()
+        self._errors.clear()
         self._current = None
         self._pending_notice = None
-        self._stick = True
+        self._first_index, self._first_run = 0, None
+        self._generation += 1
+        self._loading = False
         self.thinking_row.stop()
         self.empty_hint.show()
 
-    def _add(self, widget: QWidget) -> None:
+    def build_row(self, row: Row) -> QWidget:
+        """The widget of a row (``RowList`` builds it when the row comes near the viewport)."""
+        if row.kind == "message":
+            block = MessageBlock(row.role, "" if row.streaming else row.text, markdown=row.markdown,
+                                 call_ref=row.call_ref)
+            if row.streaming:
+                block.append_stream(row.text)
+            if row.tag:
+                block.mark(row.tag)
+            self._inspectable(block)
+            return block
+        if row.kind == "tool":
+            tool = ToolCallRow(row.call_id, row.name, row.arguments, status=row.status or "running",
+                               call_ref=row.call_ref)
+            if row.edited:
+                tool.mark_edited()
+            if row.result:
+                tool.set_result(row.result)
+            if row.expanded:
+                tool.set_expanded(True)
+            tool.set_output(row.output)
+            tool.set_ending(row.ending)
+            self._inspectable(tool)
+            return tool
+        notice = NoticeBlock(row.notice, row.text, row.advice, button=row.button)
+        if notice.button is not None and row.notice == "error":
+            notice.button.setObjectName("retry_run")
+            notice.button.setToolTip("Run the failed step again from the last checkpoint")
+            notice.button.clicked.connect(self.sig_retry_requested)
+            if not row.live:
+                notice.button.setEnabled(False)
+                notice.button.setToolTip(row.tip)
+        elif notice.button is not None and row.notice == "pending":
+            notice.button.setObjectName("review_pending")
+            notice.button.setAccessibleDescription(row.tip)  # G14
+            notice.button.clicked.connect(self.sig_decisions_requested)
+        return notice
+
+    def pool_key(self, row: Row) -> str | None:
+        """Blocks a row may take over from rows scrolled out of sight (notices are few: never)."""
+        if row.kind == "message" and not row.streaming:
+            return f"message:{row.role}:{row.call_ref is not None}"
+        return "tool" if row.kind == "tool" else None
+
+    def reuse_row(self, row: Row, widget: QWidget) -> None:
+        if isinstance(widget, MessageBlock):
+            widget.reuse(row.text, markdown=row.markdown, call_ref=row.call_ref, tag=row.tag)
+        elif isinstance(widget, ToolCallRow):
+            widget.reuse(row.call_id, row.name, row.arguments, row.status or "running", row.result,
+                         edited=row.edited, expanded=row.expanded, call_ref=row.call_ref, output=row.output,
+                         ending=row.ending)
+
+    def forget_widget(self, row: Row, widget: QWidget) -> None:
+        if isinstance(widget, ToolCallRow):
+            row.expanded = widget.expanded  # opened again when scrolled back to
+
+    def _add(self, row: Row) -> QWidget | None:
+        """Append a row at the end (built when the newest rows are); its widget, if built."""
         self.empty_hint.hide()
-        index = self._layout.count() - 2
-        self._layout.insertWidget(index, widget)  # above the thinking row and the stretch
-        # G14: Tab reaches the new block after the one above it (Qt would put it after every dock)
-        anchor: QWidget = self
-        for i in range(index - 1, -1, -1):
-            above = self._layout.itemAt(i).widget()
-            parts = parts_of(above) if above is not None else []
-            if parts:
-                anchor = parts[-1]
-                break
-        chain_after(anchor, widget)
+        self.append_row(row)
+        return row.widget
 
     @Slot(object)
     def _follow_step(self, event: Any) -> None:
@@ -233,7 +289,7 @@ class TranscriptView(QScrollArea):
         self.empty_hint.setText(text)
 
     def _update_empty_hint(self) -> None:
-        self.empty_hint.setVisible(not self.blocks())
+        self.empty_hint.setVisible(not self.rows)
 
     def changeEvent(self, event: QEvent) -> None:  # noqa: N802 - Qt override
         """Follow a change of the light/dark theme (the blocks' colours come from one sheet)."""
@@ -250,74 +306,83 @@ class TranscriptView(QScrollArea):
     def add_user_message(self, text: str) -> MessageBlock:
         self.end_message()
         self._clear_pending_notice()
-        block = MessageBlock("user", text, markdown=False)
-        self._add(block)
-        self._stick = True
+        self.jump_to_end()  # the person was maybe reading far above: their message is at the end
+        block = self._add(message_row("user", text, markdown=False))
+        self.scroll_to_end()
+        assert isinstance(block, MessageBlock)
         return block
 
-    def add_error(self, error: str, *, retry: bool = True) -> NoticeBlock:
+    def add_error(self, error: str, *, retry: bool = True) -> NoticeBlock | None:
         """A failed run: the error in plain words, what to do next, and Retry (re-runs the failed step).
-        Only the newest card offers Retry; ``retry`` False: a card of a run that later runs replaced."""
+        Only the newest card offers Retry; ``retry`` False: a card of a run that later runs replaced.
+        Returns the card (None when the newest rows are not built: the person reads far above)."""
         self.end_message()
         self._retire_retry()
-        block = NoticeBlock("error", f"The run failed: {error}", advice_for(error), button="Retry")
-        assert block.button is not None
-        block.button.setObjectName("retry_run")
-        block.button.setToolTip("Run the failed step again from the last checkpoint")
-        block.button.clicked.connect(self.sig_retry_requested)
+        block = self._add(self._error_row(error, retry=retry))
+        return block if isinstance(block, NoticeBlock) else None
+
+    def _error_row(self, error: str, *, retry: bool) -> Row:
+        row = notice_row("error", f"The run failed: {error}", advice_for(error), button="Retry")
         if not retry:
-            _no_retry(block)
-        self._add(block)
-        return block
+            row.live, row.tip = False, NO_RETRY_TIP
+        self._errors.append(row)
+        return row
 
     @Slot()
     @Slot(str)
     def _retire_retry(self, *_: Any) -> None:
         """A later run started or a retry succeeded: the failure cards shown so far no longer offer Retry."""
-        for block in self.notices("error"):
-            _no_retry(block)
+        for row in self._errors:
+            row.retire(NO_RETRY_TIP)
 
-    def add_info(self, text: str) -> NoticeBlock:
-        block = NoticeBlock("info", text)
-        self._add(block)
-        return block
+    def add_info(self, text: str) -> NoticeBlock | None:
+        block = self._add(notice_row("info", text))
+        return block if isinstance(block, NoticeBlock) else None
 
-    def show_pending_notice(self, count: int) -> NoticeBlock:
+    def _pending_row(self, count: int) -> Row:
+        noun = "decision" if count == 1 else "decisions"
+        row = notice_row("pending", f"The run is waiting for {count} {noun}.", "Nothing runs until you decide.",
+                         button="Review…")
+        row.tip = f"Open the {noun} the run is waiting for"
+        return row
+
+    def show_pending_notice(self, count: int) -> NoticeBlock | None:
         """The run waits for decisions: say so, with a button that opens the approval dialog again."""
         self._clear_pending_notice()
-        noun = "decision" if count == 1 else "decisions"
-        block = NoticeBlock("pending", f"The run is waiting for {count} {noun}.",
-                            "Nothing runs until you decide.", button="Review…")
-        assert block.button is not None
-        block.button.setObjectName("review_pending")
-        block.button.setAccessibleDescription(f"Open the {noun} the run is waiting for")  # G14
-        block.button.clicked.connect(self.sig_decisions_requested)
-        self._pending_notice = block
-        self._add(block)
-        return block
+        row = self._pending_row(count)
+        self._pending_notice = row
+        block = self._add(row)
+        return block if isinstance(block, NoticeBlock) else None
 
     @Slot()
     @Slot(dict)
     def _clear_pending_notice(self, *_: Any) -> None:
         if self._pending_notice is not None:
-            self._layout.removeWidget(self._pending_notice)
-            self._pending_notice.deleteLater()
+            self.remove_row(self._pending_notice)
             self._pending_notice = None
             self._update_empty_hint()
 
     @Slot(dict)
     def load_thread(self, info: dict[str, Any]) -> None:
-        """Show a thread from its committed messages, its pending questions and its last error."""
+        """Show a thread from its committed messages (the newest turns: ``first_index`` on, of
+        ``message_count``), its pending questions and its last error."""
         self.setUpdatesEnabled(False)
         try:
             self.clear()
             self._set_empty_hint(demo=info.get("model") == "demo")
-            messages = info.get("messages") or []
-            self.render_messages(messages, self.endings.place(messages))  # G10: each run's ending too
+            messages = list(info.get("messages") or [])
+            self._first_index = int(info.get("first_index") or 0)
+            self._first_run = _first_run(messages)
+            placed = self.endings.place(messages, at_start=self._first_index == 0)  # G10: each run's ending too
+            rows, calls = rows_for_page(messages, self._first_index, placed, self.endings.last_run,
+                                        ref=self._ref, ending_rows=self._ending_rows)
+            self._calls.update(calls)
+            self.set_rows(rows)
+            self._update_empty_hint()
             pending = list(info.get("pending") or [])
             for q in pending:
-                if q.call_id and q.call_id in self._rows:
-                    self._rows[q.call_id].set_status(_waiting_status(getattr(q, "kind", "")))
+                if q.call_id and q.call_id in self._calls:
+                    self._calls[q.call_id].set_status(_waiting_status(getattr(q, "kind", "")))
             status = info.get("status")
             if status == "failed" and info.get("error") and self.endings.last_run not in self.endings.endings:
                 self.add_error(str(info["error"]))  # the last run never ended (cut off): last_error says so
@@ -325,52 +390,79 @@ class TranscriptView(QScrollArea):
                 self.show_pending_notice(len(pending))
         finally:
             self.setUpdatesEnabled(True)
-        self._scroll_to_end()
+        self.scroll_to_end()
 
     def render_messages(self, messages: Sequence[Message],
                         endings: dict[int, list[tuple[str, dict[str, Any]]]] | None = None) -> None:
-        """Committed messages as blocks; ``endings`` (``RunEndings.place``): run endings shown before
+        """Append committed messages as rows; ``endings`` (``RunEndings.place``): run endings shown before
         message i (after the last one at ``len(messages)``), as they were shown live (G10)."""
-        endings = endings or {}
-        for i, m in enumerate(messages):
-            for run_id, ending in endings.get(i, ()):
-                self.show_ending(ending, latest=run_id == self.endings.last_run)
-            if m.role == "user":
-                self._add(MessageBlock("user", m.content, markdown=False))
-            elif m.role == "assistant":
-                ref = self._ref(i)
-                if m.content:
-                    block = MessageBlock("assistant", m.content, call_ref=ref)
-                    self._inspectable(block)
-                    if m.meta.get("partial"):
-                        block.mark("stopped")
-                    self._add(block)
-                for call in m.tool_calls:
-                    row = ToolCallRow(call.id, call.name, call.arguments if call.arguments is not None
-                                      else call.raw_arguments, status="running", call_ref=ref)
-                    self._inspectable(row)
-                    self._rows[call.id] = row
-                    self._add(row)
-            elif m.role == "tool" and m.tool_call_id:
-                row = self._rows.get(m.tool_call_id)
-                if row is not None:
-                    row.set_result(m.content, str(m.meta.get("status", "ok")))
-                    if m.meta.get("edited"):  # P6: the model's call is kept; show what ran
-                        row.mark_edited(m.meta.get("arguments"))
-        for run_id, ending in endings.get(len(messages), ()):
-            self.show_ending(ending, latest=run_id == self.endings.last_run)
-        for row in self._rows.values():  # calls of an interrupted step that never got a result
-            if row.status == "running":
-                row.set_status("stopped")
+        rows, calls = rows_for_page(messages, 0, endings or {}, self.endings.last_run, ref=self._ref,
+                                    ending_rows=self._ending_rows)
+        self._calls.update(calls)
+        for row in rows:
+            self._add(row)
+        self._settle(None)  # laid out now: the newest rows' heights follow the width they get
+
+    # -- earlier pages (G13) --------------------------------------------------------------------------
+    def more_above(self) -> bool:
+        return self._first_index > 0
+
+    def fetch_earlier(self) -> None:
+        """Read the page before the oldest loaded message, off the GUI thread, and put its rows above."""
+        session = self._bridge.session
+        if self._loading or self._first_index <= 0 or session is None:
+            return
+        self._loading = True
+        generation, thread_id, before = self._generation, session.thread_id, self._first_index
+
+        def read() -> HistoryPage:
+            return session.history_before(before, limit=PAGE_MESSAGES, thread_id=thread_id)
+
+        try:
+            asyncio.get_running_loop()
+        except RuntimeError:  # no loop (a plain script): read it here
+            self._take_page(generation, read())
+            return
+        from workbench.ui.qt_async import start
+
+        start(self._read_page(generation, read), name="transcript-page")
+
+    async def _read_page(self, generation: int, read: Any) -> None:
+        try:
+            page = await asyncio.to_thread(read)
+        except Exception as e:  # noqa: BLE001 - a store closing under a workspace switch: nothing to show
+            log.debug("transcript: an earlier page was not read: %s", e)
+            if generation == self._generation:
+                self._loading = False
+            return
+        self._take_page(generation, page)
+
+    def _take_page(self, generation: int, page: HistoryPage) -> None:
+        """Rows of an earlier page above the loaded ones (dropped if another thread was shown since)."""
+        if generation != self._generation:
+            return
+        self._loading = False
+        messages = list(page.messages)
+        if not messages or page.start >= self._first_index:
+            self._first_index = min(self._first_index, page.start) if messages else 0
+            self.prepend_rows([])
+            return
+        placed = self.endings.place(messages, at_start=page.start == 0, tail=False, next_run=self._first_run)
+        rows, calls = rows_for_page(messages, page.start, placed, self.endings.last_run, ref=self._ref,
+                                    ending_rows=self._ending_rows)
+        for cid, row in calls.items():
+            self._calls.setdefault(cid, row)  # a later call reusing the id stays the one live events reach
+        self._first_index = page.start
+        self._first_run = _first_run(messages) or self._first_run
+        self.prepend_rows(rows)
 
     # -- live -----------------------------------------------------------------------------------------
     @Slot(str)
     def append_text(self, text: str) -> None:
         if self._current is None:
-            self._current = MessageBlock("assistant", call_ref=self._ref())
-            self._inspectable(self._current)
+            self._current = message_row("assistant", "", call_ref=self._ref())
             self._add(self._current)
-        self._current.append_stream(text)
+        self._current.append(text)
 
     @Slot()
     @Slot(int)
@@ -384,40 +476,48 @@ class TranscriptView(QScrollArea):
     def on_tool_started(self, data: dict[str, Any]) -> None:
         self.end_message()
         cid = str(data.get("call_id", ""))
-        row = self._rows.get(cid)
+        row = self._calls.get(cid)
         if row is not None and row.status in ("waiting", "held", "running", "stopped"):
             # a resumed (maybe edited) call runs again
             row.set_arguments(data.get("arguments", row.arguments))
             row.set_status("running")
             return
         # a new call (some providers reuse ids across steps: a finished row is never reused)
-        row = ToolCallRow(cid, str(data.get("name", "")), data.get("arguments", {}), call_ref=self._ref())
-        self._inspectable(row)
-        self._rows[cid] = row
+        row = tool_row(cid, str(data.get("name", "")), data.get("arguments", {}), call_ref=self._ref())
+        self._calls[cid] = row
         self._add(row)
 
     @Slot(dict)
     def on_tool_finished(self, data: dict[str, Any]) -> None:
         cid = str(data.get("call_id", ""))
-        row = self._rows.get(cid)
+        row = self._calls.get(cid)
         if row is None:
-            row = ToolCallRow(cid, str(data.get("name", "")), {})
-            self._rows[cid] = row
+            row = tool_row(cid, str(data.get("name", "")), {})
+            self._calls[cid] = row
             self._add(row)
         row.set_status(str(data.get("status", "ok")))
         if data.get("edited"):  # P6: tool_call_started already carried the edited arguments
             row.mark_edited()
+        if "exit_code" in data:  # E6: a command ended
+            row.set_ending(command_ending(data))
+
+    @Slot(dict)
+    def on_command_output(self, data: dict[str, Any]) -> None:
+        """E1: a running command's output, batched by the bridge, into its tool row."""
+        row = self._calls.get(str(data.get("call_id", "")))
+        if row is not None:
+            row.append_output(str(data.get("text", "")), int(data.get("skipped") or 0))
 
     @Slot(dict)
     def on_tool_results(self, results: dict[str, dict[str, Any]]) -> None:
         for cid, r in results.items():
-            row = self._rows.get(cid)
+            row = self._calls.get(cid)
             if row is not None:
                 row.set_result(str(r.get("content", "")), str(r.get("status") or row.status))
 
     @Slot(dict)
     def on_interrupt(self, data: dict[str, Any]) -> None:
-        row = self._rows.get(str(data.get("call_id") or ""))
+        row = self._calls.get(str(data.get("call_id") or ""))
         if row is not None:
             row.set_status(_waiting_status(str(data.get("kind") or "")))
 
@@ -429,7 +529,7 @@ class TranscriptView(QScrollArea):
             self._current.finish(stopped=stopped)
             self._current = None
         if status in ("aborted", "failed"):
-            for row in self._rows.values():
+            for row in self._calls.values():
                 if row.status == "running":
                     row.set_status("stopped" if stopped else "error")
         self.show_ending(data)
@@ -438,36 +538,51 @@ class TranscriptView(QScrollArea):
         """How a run ended (``run_finished`` data), live or rebuilt after a reload (G10): a failure card
         (Retry only on the ``latest`` run), "Stopped…" (with the budget's field, spent and limit when a
         budget stopped it), or the pending notice; a run that is done shows its answer only."""
+        self._retire_retry()  # a new ending: no earlier failure is left to retry
+        for row in self._ending_rows(data, latest):
+            if row is self._pending_notice:
+                self._pending_notice = None
+                self.show_pending_notice(int(data.get("pending") or 1))
+            else:
+                self._add(row)
+
+    def _ending_rows(self, data: dict[str, Any], latest: bool) -> list[Row]:
+        """The rows that say how a run ended (see ``show_ending``)."""
         status = data.get("status")
-        if status != "failed":
-            self._retire_retry()  # e.g. a retry that went through: nothing is left to retry
         if status == "failed":
-            self.add_error(str(data.get("error") or "unknown error"), retry=latest)
-        elif status == "aborted":
-            self.add_info(_stopped_text(str(data.get("error") or "")))
-        elif status == "interrupted" and latest:
-            self.show_pending_notice(int(data.get("pending") or 1))
-        elif status == "interrupted":  # left undecided, and a later run went on
+            return [self._error_row(str(data.get("error") or "unknown error"), retry=latest)]
+        if status == "aborted":
+            return [notice_row("info", _stopped_text(str(data.get("error") or "")))]
+        if status == "interrupted" and latest:
+            row = self._pending_row(int(data.get("pending") or 1))
+            self._pending_notice = row
+            return [row]
+        if status == "interrupted":  # left undecided, and a later run went on
             n = int(data.get("pending") or 1)
-            self.add_info(f"This run was left waiting for {n} decision{'s' if n != 1 else ''}.")
+            return [notice_row("info", f"This run was left waiting for {n} decision{'s' if n != 1 else ''}.")]
+        return []
 
     # -- scrolling ------------------------------------------------------------------------------------
-    @Slot(int, int)
-    def _on_range(self, _min: int, maximum: int) -> None:
-        if self._stick:
-            self.verticalScrollBar().setValue(maximum)
-
-    @Slot(int)
-    def _on_scrolled(self, value: int) -> None:
-        self._stick = value >= self.verticalScrollBar().maximum() - 8
-
     def _scroll_to_end(self) -> None:
-        self._stick = True
-        QTimer.singleShot(0, self, self._to_bottom)
-
-    @Slot()
-    def _to_bottom(self) -> None:
-        self.verticalScrollBar().setValue(self.verticalScrollBar().maximum())
+        self.scroll_to_end()
 
 
-__all__ = ["TranscriptView", "advice_for"]
+def _first_run(messages: Sequence[Message]) -> str | None:
+    """The run of the first of ``messages`` that names one."""
+    return next((str(m.meta["run"]) for m in messages if m.meta.get("run")), None)
+
+
+__all__ = ["PAGE_MESSAGES", "TranscriptView", "advice_for"]
+
+
+def command_ending(data: dict[str, Any]) -> str:
+    """"exit 0 · 0.42 s", "killed (signal 9) · 3.1 s", "timed out · 120 s" from ``tool_call_finished``."""
+    code = data.get("exit_code")
+    seconds = data.get("duration_seconds")
+    took = f" · {float(seconds):.2f} s" if isinstance(seconds, (int, float)) else ""
+    if data.get("timed_out"):
+        return f"timed out{took}"
+    if isinstance(code, int) and code < 0:
+        return f"killed (signal {-code}){took}"
+    return f"exit {code}{took}" if code is not None else took.lstrip(" ·")
+

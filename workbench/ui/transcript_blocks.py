@@ -16,7 +16,7 @@ import json
 from typing import Any
 
 from PySide6.QtCore import QPoint, QSize, Qt, Signal, Slot
-from PySide6.QtGui import QTextCursor
+from PySide6.QtGui import QFontDatabase, QTextCursor
 from PySide6.QtWidgets import (
     QFrame,
     QHBoxLayout,
@@ -59,9 +59,11 @@ def _summary(name: str, arguments: Any) -> str:
     """A one-line hint of what a call is about (its path, name or first short string argument)."""
     if not isinstance(arguments, dict):
         return ""
-    for key in ("path", "name", "pattern", "query", "task"):
+    for key in ("path", "name", "pattern", "query", "task", "command"):
         v = arguments.get(key)
         if isinstance(v, str) and v:
+            if key == "command":  # one line, however many the command has
+                v = " ".join(v.split())
             return v if len(v) <= 80 else v[:77] + "…"
     if name == "write_todos" and isinstance(arguments.get("todos"), list):
         return f"{len(arguments['todos'])} items"
@@ -158,6 +160,16 @@ class MessageBlock(QFrame):
     def text(self) -> str:
         return self._text
 
+    def reuse(self, text: str, *, markdown: bool = True, call_ref: dict[str, Any] | None = None,
+              tag: str = "") -> None:
+        """Show another message of the same role (G13: a long transcript reuses the blocks scrolled out of
+        sight). The block must have been made with a ``call_ref`` exactly when this one has one."""
+        self.call_ref = call_ref
+        self.streaming = False
+        self.body.growing = False
+        self.set_text(text, markdown=markdown)
+        self.mark(tag)
+
     @Slot()
     def request_inspect(self) -> None:
         if self.call_ref is not None:
@@ -250,10 +262,15 @@ class ToolCallRow(QFrame):
         self.summary = QLabel(self)
         self.summary.setObjectName("tool_summary")
         head.addWidget(self.summary, 1)
+        self.ending_label = QLabel(self)  # E6: a command's exit code and duration once it ends
+        self.ending_label.setObjectName("tool_ending")
+        self.ending_label.hide()
+        head.addWidget(self.ending_label)
         self.status_label = QLabel(self)
         self.status_label.setObjectName("tool_status")
         head.addWidget(self.status_label)
         self._lay.addLayout(head)
+        self.output_view: QPlainTextEdit | None = None  # E1: a command's output, live (built on the first)
         self.details: QWidget | None = None
         self.args_view: QPlainTextEdit | None = None
         self.result_view: QPlainTextEdit | None = None
@@ -283,6 +300,82 @@ class ToolCallRow(QFrame):
         self.details = details
         chain([self.toggle, self.args_view, self.result_view])  # G14: Tab goes on into the details
         return details
+
+    # -- a command's live output (E1, E6) -------------------------------------------------------------------
+    #: Lines the live view keeps: the newest; the whole capped output is the result once the command ends.
+    OUTPUT_LINES = 2000
+
+    def _output(self) -> QPlainTextEdit:
+        if self.output_view is None:
+            view = QPlainTextEdit(self)
+            view.setReadOnly(True)
+            view.setObjectName("tool_output")
+            view.setProperty("role", "code")
+            view.setFont(QFontDatabase.systemFont(QFontDatabase.SystemFont.FixedFont))  # a terminal's columns
+            view.setAccessibleName(f"Output of {self.name}")  # G14
+            view.setLineWrapMode(QPlainTextEdit.LineWrapMode.NoWrap)
+            view.setMaximumBlockCount(self.OUTPUT_LINES)
+            view.setFixedHeight(10 * view.fontMetrics().lineSpacing() + 12)
+            self._lay.insertWidget(1, view)  # under the header, above the details
+            self.output_view = view
+        return self.output_view
+
+    def set_output(self, text: str) -> None:
+        """The output so far (a row built or reused after some arrived); nothing shown for none."""
+        if not text:
+            if self.output_view is not None:
+                self.output_view.clear()
+                self.output_view.hide()
+            return
+        view = self._output()
+        view.setPlainText(text)
+        view.show()
+        self._to_bottom(view)
+
+    def append_output(self, text: str) -> None:
+        """More of the running command's output: appended, the view scrolled to its end."""
+        view = self._output()
+        view.show()
+        cursor = view.textCursor()
+        cursor.movePosition(QTextCursor.MoveOperation.End)
+        cursor.insertText(text)
+        self._to_bottom(view)
+
+    @staticmethod
+    def _to_bottom(view: QPlainTextEdit) -> None:
+        bar = view.verticalScrollBar()
+        bar.setValue(bar.maximum())
+
+    def set_ending(self, text: str) -> None:
+        """How the command ended ("exit 0 · 0.42 s"), beside the status; empty hides it."""
+        self.ending_label.setText(text)
+        self.ending_label.setVisible(bool(text))
+
+    def reuse(self, call_id: str, name: str, arguments: Any, status: str, result: str, *, edited: bool = False,
+              expanded: bool = False, call_ref: dict[str, Any] | None = None, output: str = "",
+              ending: str = "") -> None:
+        """Show another tool call (G13: a long transcript reuses the rows scrolled out of sight)."""
+        self.set_output(output)  # another call's output never shows under this one
+        self.set_ending(ending)
+        if self.output_view is not None:
+            self.output_view.setAccessibleName(f"Output of {name}")
+        self.set_expanded(False)
+        self.call_ref = call_ref
+        self.call_id = call_id
+        self.name = name
+        self.edited = False
+        self.setToolTip("")
+        self.status = ""
+        self.result = result
+        if self.args_view is not None and self.result_view is not None:  # G14: its views name this call
+            self.args_view.setAccessibleName(f"Arguments of {name}")
+            self.result_view.setAccessibleName(f"Result of {name}")
+        self.set_arguments(arguments)
+        self.set_status(status)
+        if edited:
+            self.mark_edited()
+        if expanded:
+            self.set_expanded(True)
 
     def set_arguments(self, arguments: Any) -> None:
         self.arguments = arguments

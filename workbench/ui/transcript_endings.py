@@ -43,12 +43,22 @@ class RunEndings:
     def last_run(self) -> str | None:
         return self.order[-1] if self.order else None
 
-    def place(self, messages: Sequence[Message]) -> dict[int, list[tuple[str, dict[str, Any]]]]:
+    def place(self, messages: Sequence[Message], *, at_start: bool = True, tail: bool = True,
+              next_run: str | None = None) -> dict[int, list[tuple[str, dict[str, Any]]]]:
         """``{i: [(run_id, ending), …]}``: the endings to show before message ``i`` (``len(messages)``:
-        after the last one). A run whose messages are gone (compressed away) still shows, in run order."""
+        after the last one). A run whose messages are gone (compressed away) still shows, in run order.
+
+        G13: ``messages`` may be one page of a long thread. Not ``at_start``: the runs before the page's
+        first run are an earlier page's to show. Not ``tail``: only the runs before ``next_run`` (the run
+        of the message after the page) end within it."""
         index = {run: n for n, run in enumerate(self.order)}
         placed: dict[int, list[tuple[str, dict[str, Any]]]] = {}
         shown = 0  # runs (in order) whose endings are placed
+        if not at_start:
+            first = next((index[r] for m in messages if (r := str(m.meta.get("run") or "")) in index), None)
+            if first is None:  # no run known here (an old thread): at most the newest ending, at the end
+                return {len(messages): self._ended(self.order[-1:])} if tail and self._ended(self.order[-1:]) else {}
+            shown = first
         for i, m in enumerate(messages):
             n = index.get(str(m.meta.get("run") or ""))
             if n is None or n <= shown:
@@ -56,7 +66,10 @@ class RunEndings:
             # message i belongs to run n: every earlier run has ended before it
             placed.setdefault(i, []).extend(self._ended(self.order[shown:n]))
             shown = n
-        placed.setdefault(len(messages), []).extend(self._ended(self.order[shown:]))
+        if tail:
+            placed.setdefault(len(messages), []).extend(self._ended(self.order[shown:]))
+        elif next_run is not None and index.get(next_run, -1) > shown:
+            placed.setdefault(len(messages), []).extend(self._ended(self.order[shown:index[next_run]]))
         return {i: e for i, e in placed.items() if e}
 
     def _ended(self, runs: Sequence[str]) -> list[tuple[str, dict[str, Any]]]:

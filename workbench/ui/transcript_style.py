@@ -44,6 +44,7 @@ def transcript_style_sheet(c: dict[str, Any]) -> str:
     QToolButton#inspect_prompt:hover, QToolButton#inspect_prompt:focus {{ color: {c['title']};
         text-decoration: underline; }}
     QLabel#transcript_empty {{ color: {c['muted']}; padding: 24px 12px; }}
+    QLabel#transcript_history_hint {{ color: {c['muted']}; font-style: italic; padding: 4px; }}
     QLabel#tool_status {{ font-weight: 600; }}
     QFrame#notice_error {{ background: {err[0]}; border: 1px solid {err[1]}; border-radius: 6px; }}
     QFrame#notice_error QLabel {{ color: {err[2]}; }}

@@ -1,0 +1,562 @@
+"""Shell commands judged part by part (E2): parsing a command line into the commands it runs and the
+files it writes, and matching command rules. No Qt, no I/O.
+
+A rule that allows ``pytest *`` must not allow ``pytest; rm -rf x``, ``pytest && touch y``,
+``pytest $(touch z)`` or ``pytest > ~/.bashrc``: peers that judge a compound command as one string let
+exactly those through. Here the command is parsed with a real bash grammar (tree-sitter-bash, the
+grammar GitHub's code view and Codex's command checks use; bashlex, the pure-Python alternative, raises
+on ``case``, ``[[ ]]``, ``$(( ))`` and ``time``, so every such command would have to ask) and split into
+*parts*:
+
+- every simple command, wherever it sits — in a list (``;``, ``&&``, ``||``, ``&``, newlines), a
+  pipeline, a subshell, a group, an ``if``/``for``/``while``/``case`` body, a function body, a command
+  substitution (``$(…)``, backticks), a process substitution or an unquoted here-document;
+- every assignment or ``export``/``declare``/``unset`` standing as a statement (``PATH=/x; pytest``
+  changes what ``pytest`` means);
+- every redirection that writes a file (``>``, ``>>``, ``&>``, ``>|``, ``<>``): a *write* part, judged
+  as a ``write`` on the file's path by the path rules.
+
+A part's words are evaluated as bash would pass them (quotes removed, escapes applied), so ``"rm" -rf x``
+and ``r\\m -rf x`` are both ``rm -rf x`` to a deny rule. A part that cannot be known before it runs —
+a word with an expansion (``$X``, ``$(…)``, ``$((…))``), a brace expansion, ANSI-C quoting, a command
+name with a glob — or a construct this module does not know, or a command that does not parse, is
+*unjudged*: it asks, whatever the allow rules say (a deny rule matching its text still denies). Every
+part must be allowed for the command to run without asking; any denied part denies the whole.
+
+Command patterns are ``fnmatch`` globs over a part's text (``*`` matches anything, spaces included),
+and a pattern ending in `` *`` also matches the command with no arguments (``pytest *`` covers
+``pytest``), as Claude Code's ``pytest:*`` does.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import re
+import shlex
+import threading
+from collections.abc import Iterator
+from dataclasses import dataclass
+from functools import lru_cache
+from typing import Any, Literal
+
+__all__ = [
+    "MAX_COMMAND_CHARS",
+    "rough_segments",
+    "Parsed",
+    "Part",
+    "UnjudgedPart",
+    "match_command",
+    "parse",
+    "prefix_patterns",
+    "shown_words",
+]
+
+#: Longer command lines are not parsed (bounded work, F3); they ask.
+MAX_COMMAND_CHARS = 100_000
+#: Deeper nesting than this (``$($($(…)))``) is not walked; the command asks.
+MAX_DEPTH = 200
+
+
+class UnjudgedPart(str):
+    """A part's text that no allow rule may pass (it asks): ``why`` says what could not be judged;
+    ``segments`` are the command-like stretches of its text (``rough_segments``), which a deny rule
+    is matched against too, so an unreadable line still cannot smuggle a denied command past it."""
+
+    why: str
+    segments: tuple[str, ...]
+
+    def __new__(cls, text: str, why: str) -> UnjudgedPart:
+        obj = super().__new__(cls, text)
+        obj.why = why
+        obj.segments = rough_segments(text)
+        return obj
+
+
+@dataclass(frozen=True)
+class Part:
+    """One thing a command line does. ``kind`` ``command``: a simple command (``text`` is its words as
+    bash passes them, shell-quoted where needed); ``write``: a redirection writing the file ``text``
+    (as written, relative to the command's folder). ``why`` is set when the part cannot be judged."""
+
+    kind: Literal["command", "write"]
+    text: str
+    words: tuple[str, ...] = ()
+    why: str = ""
+
+    @property
+    def judged(self) -> bool:
+        return not self.why
+
+
+@dataclass(frozen=True)
+class Parsed:
+    """A command line split into its parts, in source order."""
+
+    command: str
+    parts: tuple[Part, ...]
+
+    @property
+    def commands(self) -> list[Part]:
+        return [p for p in self.parts if p.kind == "command"]
+
+    @property
+    def writes(self) -> list[Part]:
+        return [p for p in self.parts if p.kind == "write"]
+
+
+# ----------------------------------------------------------------------------------------- matching
+
+
+def match_command(pattern: str, text: str) -> bool:
+    """Whether a command ``pattern`` (an ``fnmatch`` glob, case-sensitive) covers a part's ``text``;
+    ``X *`` also covers ``X`` alone."""
+    if fnmatch.fnmatchcase(text, pattern):
+        return True
+    return pattern.endswith(" *") and fnmatch.fnmatchcase(text, pattern[:-2])
+
+
+_PLAIN_WORD = re.compile(r"[\w@%+=:,./~^*?\[\]{}-]+")
+
+
+_OPERATORS = re.compile(r"\$\(\(|\$\(|\$\{|<\(|>\(|\)\)|[;&|(){}`\n]")
+_KEYWORDS = frozenset({"if", "then", "else", "elif", "fi", "do", "done", "while", "until", "for", "case", "esac",
+                       "in", "!", "time", "function", "select", "coproc", "{", "}", "[[", "]]"})
+
+
+def rough_segments(text: str) -> tuple[str, ...]:
+    """The stretches of ``text`` between shell operators, each as shown words without leading keywords:
+    a rough reading, used only to let a deny rule refuse a part the parser could not read (it can only
+    add a refusal, never allow anything)."""
+    out: list[str] = []
+    for stretch in _OPERATORS.split(text[:MAX_COMMAND_CHARS]):
+        try:
+            words = shlex.split(stretch)
+        except ValueError:
+            words = stretch.split()
+        while words and words[0] in _KEYWORDS:
+            words = words[1:]
+        if words:
+            out.append(shown_words(words))
+    return tuple(dict.fromkeys(out))
+
+
+def shown_words(words: tuple[str, ...] | list[str]) -> str:
+    """Words as one line a person reads and a rule matches: plain words as they are, others quoted."""
+    return " ".join(w if _PLAIN_WORD.fullmatch(w) else shlex.quote(w) for w in words)
+
+
+def _escape(text: str) -> str:
+    """``text`` as a glob matching exactly itself."""
+    return re.sub(r"([*?\[])", r"[\1]", text)
+
+
+def prefix_patterns(part: Part) -> list[str]:
+    """Rule patterns a person may want for a command part, narrowest first: the exact command, then
+    the program and its sub-command with any arguments (``git commit *``), then the program with any
+    arguments (``git *``). Only for judged command parts."""
+    if part.kind != "command" or not part.judged or not part.words:
+        return []
+    words = part.words
+    first = next((i for i, w in enumerate(words) if "=" not in w or w.startswith("=")), 0)
+    program = words[: first + 1]  # assignments before the program stay in every proposal
+    out = [_escape(part.text)]
+    rest = words[first + 1:]
+    if rest and not rest[0].startswith("-") and "/" not in rest[0] and "." not in rest[0] and len(words) > first + 2:
+        out.append(_escape(shown_words([*program, rest[0]])) + " *")
+    if rest:
+        out.append(_escape(shown_words(list(program))) + " *")
+    return list(dict.fromkeys(out))
+
+
+# ------------------------------------------------------------------------------------------ parsing
+
+
+@lru_cache(maxsize=1)
+def _language() -> Any:
+    """The bash grammar, or None when the library is missing (then every command asks)."""
+    try:
+        import tree_sitter_bash
+        from tree_sitter import Language
+    except ImportError:
+        return None
+    return Language(tree_sitter_bash.language())
+
+
+_PARSERS = threading.local()
+
+
+def _parser() -> Any:
+    """This thread's parser: a tree-sitter parser is not to be shared between threads (the rule
+    builder's preview judges past calls on a worker thread while a run judges on the loop's)."""
+    parser = getattr(_PARSERS, "parser", None)
+    if parser is None:
+        language = _language()
+        if language is None:
+            return None
+        from tree_sitter import Parser
+
+        parser = _PARSERS.parser = Parser(language)
+    return parser
+
+
+def parse(command: str) -> Parsed:
+    """Split ``command`` into its parts (see the module docstring). Never raises: what cannot be parsed
+    is one unjudged part holding the whole command."""
+    if not command.strip():
+        return Parsed(command, (Part("command", command, (), "the command is empty"),))
+    if len(command) > MAX_COMMAND_CHARS:
+        return _whole(command, f"the command is longer than {MAX_COMMAND_CHARS:,} characters")
+    if "\0" in command:
+        return _whole(command, "the command holds a NUL character")
+    try:
+        # Strict: bytes that are not UTF-8 crash tree-sitter-bash's scanner (a lone surrogate did, here).
+        source = command.encode("utf-8")
+    except UnicodeEncodeError:
+        return _whole(command, "the command holds characters that are not valid text (lone surrogates)")
+    parser = _parser()
+    if parser is None:
+        return _whole(command, "the bash parser (tree-sitter-bash) is not installed")
+    # tree-sitter-bash's scanner calls isalpha() on whole code points, which reads out of bounds (and
+    # crashed the process here on `{` and U+10BB26). It only ever sees ASCII: every byte of a non-ASCII
+    # character becomes `a`, a word character as the character is to bash (no non-ASCII character is a
+    # shell metacharacter), so the words and offsets stay; the words' text is read from the real bytes.
+    ascii_only = source.translate(_TO_ASCII)
+    tree = parser.parse(ascii_only)
+    root = tree.root_node
+    outer = getattr(_SOURCE, "value", b"")  # a nested parse (see _Walker.arithmetic) restores it
+    _SOURCE.value = source
+    try:
+        if root.has_error:
+            return _whole(command, "it does not parse as a bash command (" + _first_error(root) + ")")
+        skipped = _skipped(source, root)
+        if skipped:
+            # The grammar read the line differently from bash somewhere (it drops the `-` of
+            # `python - <<EOF`): a command judged from such a tree could hide what bash runs.
+            return _whole(command, f"the parser skipped {skipped!r}, so it may read the line differently from bash")
+        walker = _Walker()
+        try:
+            walker.statements(root, 0)
+        except RecursionError:
+            return _whole(command, "it is nested too deeply to judge")
+        return Parsed(command, tuple(walker.parts))
+    finally:
+        _SOURCE.value = outer
+
+
+def _whole(command: str, why: str) -> Parsed:
+    return Parsed(command, (Part("command", command, (), why),))
+
+
+def _first_error(root: Any) -> str:
+    stack = [root]
+    while stack:
+        node = stack.pop()
+        if node.is_error or node.is_missing:
+            what = "missing " + node.type if node.is_missing else "unexpected " + repr(_text(node)[:20])
+            return f"{what} at character {node.start_byte + 1}"
+        stack.extend(reversed(node.children))
+    return "a syntax error"
+
+
+def _skipped(source: bytes, root: Any) -> str:
+    """Text of ``source`` that no leaf of the tree covers (besides blanks, line continuations and ``;``
+    or ``&`` the grammar folds away), or ""."""
+    covered = bytearray(len(source))
+    stack = [root]
+    while stack:
+        node = stack.pop()
+        children = node.children
+        if not children or node.type in ("heredoc_body", "heredoc_content", "comment"):
+            covered[node.start_byte:node.end_byte] = b"\x01" * (node.end_byte - node.start_byte)
+        else:
+            stack.extend(children)
+    gaps = bytes(b for b, c in zip(source, covered) if not c)
+    rest = gaps.replace(b"\\\n", b"").translate(None, b" \t\r\n")
+    return rest.decode("utf-8", "replace")[:40]
+
+
+_TO_ASCII = bytes(b if b < 0x80 else 0x61 for b in range(256))
+_SOURCE = threading.local()  # the real bytes of the line being walked (the parser saw an ASCII copy)
+
+
+def _text(node: Any) -> str:
+    source = getattr(_SOURCE, "value", b"")
+    return source[node.start_byte:node.end_byte].decode("utf-8", "replace")
+
+
+#: Nodes that hold statements: their named children are walked as statements.
+_STRUCTURAL = frozenset({
+    "program", "list", "pipeline", "subshell", "compound_statement", "redirected_statement", "if_statement",
+    "elif_clause", "else_clause", "while_statement", "do_group", "for_statement", "c_style_for_statement",
+    "case_statement", "case_item", "negated_command", "function_definition",
+})
+#: Nodes that only hold words or expressions: nothing runs there but the substitutions inside them.
+_WORDLIKE = frozenset({
+    "word", "string", "raw_string", "ansi_c_string", "translated_string", "concatenation", "number",
+    "simple_expansion", "expansion", "arithmetic_expansion", "variable_name", "special_variable_name",
+    "test_operator", "binary_expression", "unary_expression", "ternary_expression", "postfix_expression",
+    "parenthesized_expression", "regex", "extglob_pattern", "string_content", "brace_expression",
+    "test_command", "subscript", "heredoc_body", "heredoc_start", "heredoc_end", "heredoc_content",
+    "file_descriptor", "command_name", "array",
+})
+_SUBSTITUTIONS = frozenset({"command_substitution", "process_substitution"})
+_WRITE_OPS = frozenset({">", ">>", "&>", "&>>", ">|", "<>"})
+#: Redirection targets that write nothing anyone keeps.
+_HARMLESS_TARGETS = frozenset({"/dev/null", "/dev/stdout", "/dev/stderr", "/dev/tty"})
+_BRACE_EXPANSION = re.compile(r"\{[^{}\s]*(,|\.\.)[^{}\s]*\}")
+_GLOB_CHARS = re.compile(r"[*?\[]")
+
+
+class _Walker:
+    """Collects the parts of a parsed command line, in source order."""
+
+    def __init__(self) -> None:
+        self.parts: list[Part] = []
+
+    def unjudged(self, node: Any, why: str, kind: Literal["command", "write"] = "command") -> None:
+        self.parts.append(Part(kind, _text(node), (), why))
+
+    def statements(self, node: Any, depth: int) -> None:
+        if depth > MAX_DEPTH:
+            raise RecursionError
+        kind = node.type
+        if kind == "comment":
+            return
+        if _is_arithmetic(node):
+            self.arithmetic(node)
+            return
+        if kind == "command":
+            self.command(node, depth)
+        elif kind in ("declaration_command", "unset_command"):
+            self.declaration(node, depth)
+        elif kind in ("variable_assignment", "variable_assignments"):
+            self.assignment(node, depth)
+        elif kind in ("file_redirect", "heredoc_redirect", "herestring_redirect"):
+            self.redirect(node, depth)
+        elif kind in _STRUCTURAL:
+            for child in node.named_children:
+                if kind == "function_definition" and child.type == "word":
+                    continue  # the function's name: defining it runs nothing
+                self.statements(child, depth + 1)
+        elif kind in _SUBSTITUTIONS:
+            for child in node.named_children:
+                self.statements(child, depth + 1)
+        elif kind in _WORDLIKE:
+            self.substitutions(node, depth)
+        else:
+            self.unjudged(node, f"the construct {kind!r} is not judged")
+            self.substitutions(node, depth)
+
+    def substitutions(self, node: Any, depth: int) -> None:
+        """The commands inside ``$(…)``, backticks and ``<(…)`` anywhere below ``node``."""
+        stack = list(reversed(node.children))
+        while stack:
+            child = stack.pop()
+            if child.type in _SUBSTITUTIONS:
+                self.statements(child, depth + 1)
+            elif _is_arithmetic(child):
+                self.arithmetic(child)
+            else:
+                stack.extend(reversed(child.children))
+
+    def arithmetic(self, node: Any) -> None:
+        """``$(( … ))`` and ``(( … ))``: bash reads what is not arithmetic as ``$( ( … ) )`` / ``( ( … ) )``
+        — ``echo $(( touch a ) & wait)`` runs ``touch a`` — so the inside is also judged as commands (the
+        property test against bash found that one). Real arithmetic then asks, as its word already did."""
+        text = _text(node)
+        inner = text[2:-1] if text.startswith("$(") else text[1:-1]
+        self.parts.extend(parse(inner).parts)
+
+    def command(self, node: Any, depth: int) -> None:
+        words: list[str] = []
+        why = ""
+        later: list[Any] = []  # redirections inside the command node: judged after it
+        for child in node.named_children:
+            kind = child.type
+            if kind in ("file_redirect", "heredoc_redirect", "herestring_redirect"):
+                later.append(child)
+                continue
+            if kind == "comment":
+                continue
+            if kind == "variable_assignment":
+                value = _assignment(child)
+                if value is None:
+                    why = why or f"the assignment {_text(child)!r} is only known when it runs"
+                    words.append(_text(child))
+                else:
+                    words.append(value)
+                continue
+            target = child.named_children[0] if kind == "command_name" and child.named_children else child
+            value = _literal(target)
+            if value is None:
+                why = why or f"{_text(child)!r} is only known when it runs"
+                words.append(_text(child))
+            elif kind == "command_name" and (_GLOB_CHARS.search(value) and _unquoted_glob(target)):
+                why = why or f"the command name {value!r} is a file pattern"
+                words.append(value)
+            elif kind == "command_name" and _keyword_like(_text(target)):
+                # `! ! git push`, `! { git push; }`: after `!` the grammar takes `!` or `{` for a program;
+                # bash, for a keyword
+                why = why or f"it starts with {_text(target)!r}, which bash may read as a keyword"
+                words.append(value)
+            else:
+                words.append(value)
+        if why:
+            self.parts.append(Part("command", _text(node), tuple(words), why))
+        else:
+            self.parts.append(Part("command", shown_words(words), tuple(words)))
+        self.substitutions(node, depth)
+        for r in later:
+            self.redirect(r, depth)
+
+    def declaration(self, node: Any, depth: int) -> None:
+        """``export A=1``, ``local x``, ``unset PATH``: a part of its own (it changes later commands)."""
+        words = [_text(node.children[0])] if node.children else []
+        why = ""
+        for child in node.named_children:
+            value = _assignment(child) if child.type == "variable_assignment" else _literal(child)
+            if value is None:
+                why = why or f"{_text(child)!r} is only known when it runs"
+                value = _text(child)
+            words.append(value)
+        if why:
+            self.parts.append(Part("command", _text(node), tuple(words), why))
+        else:
+            self.parts.append(Part("command", shown_words(words), tuple(words)))
+        self.substitutions(node, depth)
+
+    def assignment(self, node: Any, depth: int) -> None:
+        items = [node] if node.type == "variable_assignment" else [c for c in node.named_children
+                                                                    if c.type == "variable_assignment"]
+        for item in items:
+            value = _assignment(item)
+            if value is None:
+                self.parts.append(Part("command", _text(item), (_text(item),),
+                                       f"the assignment {_text(item)!r} is only known when it runs"))
+            else:
+                self.parts.append(Part("command", shown_words([value]), (value,)))
+        self.substitutions(node, depth)
+
+    def redirect(self, node: Any, depth: int) -> None:
+        self.substitutions(node, depth)
+        if node.type != "file_redirect":
+            return  # here-documents and here-strings feed input; their substitutions are walked above
+        op = next((c.type for c in node.children if not c.is_named), "")
+        targets = [c for c in node.named_children if c.type != "file_descriptor"]
+        if op in (">&", "<&", ">&-", "<&-"):
+            target = _literal(targets[0]) if targets else "-"
+            if op in ("<&", "<&-") or target is None or target == "-" or target.isdigit():
+                if target is None and op == ">&":
+                    self.unjudged(node, f"the redirection {_text(node)!r} writes where only a run knows", "write")
+                return  # duplicating or closing a descriptor writes no file
+            op = ">"  # `>& file`: stdout and stderr to a file
+        if op not in _WRITE_OPS:
+            return  # `<`: reads, like an argument naming a file would
+        if len(targets) != 1:
+            self.unjudged(node, f"the redirection {_text(node)!r} is not judged", "write")
+            return
+        target = _literal(targets[0])
+        if target is None:
+            self.unjudged(node, f"the redirection {_text(node)!r} writes to a file only a run knows", "write")
+        elif target not in _HARMLESS_TARGETS:
+            self.parts.append(Part("write", target, (target,)))
+
+
+def _keyword_like(raw: str) -> bool:
+    """A command name as written that bash may read as a keyword or a group: the grammar and bash
+    disagree about those after `!`."""
+    return (raw.split()[0] if raw.split() else raw) in _KEYWORDS or any(c in raw for c in "{}") \
+        or any(c.isspace() for c in raw)
+
+
+def _is_arithmetic(node: Any) -> bool:
+    if node.type == "arithmetic_expansion":
+        return True
+    first = node.children[0] if node.type == "compound_statement" and node.children else None
+    return first is not None and not first.is_named and first.type == "(("
+
+
+def _assignment(node: Any) -> str | None:
+    """``NAME=value`` as bash assigns it, or None when the value (or a subscript) is only known at run time."""
+    children = node.named_children
+    if not children:
+        return None
+    name = children[0]
+    if name.type != "variable_name":
+        return None  # a subscript (a[$(x)]=…) or something else: not judged
+    op = next((c for c in node.children if not c.is_named), None)
+    sign = _text(op) if op is not None else "="
+    values = children[1:]
+    if not values:
+        return _text(name) + sign
+    value = _literal(values[0]) if len(values) == 1 else None
+    return None if value is None else _text(name) + sign + value
+
+
+def _unquoted_glob(node: Any) -> bool:
+    """Whether a glob character in ``node`` is outside quotes (so bash expands it)."""
+    if node.type == "word":
+        return bool(_GLOB_CHARS.search(_text(node).replace("\\*", "").replace("\\?", "").replace("\\[", "")))
+    if node.type == "concatenation":
+        return any(_unquoted_glob(c) for c in node.named_children)
+    return False
+
+
+def _literal(node: Any) -> str | None:
+    """The word as bash passes it to the program, or None when only running it tells (an expansion,
+    a substitution, a brace expansion, ANSI-C quoting, anything this module does not know)."""
+    kind = node.type
+    if kind == "word":
+        raw = _text(node)
+        if _BRACE_EXPANSION.search(raw) or "$" in raw or "`" in raw:
+            return None
+        return _unescape(raw)
+    if kind == "number":
+        raw = _text(node)
+        return raw if re.fullmatch(r"[0-9A-Za-z_#]+", raw) else None
+    if kind == "raw_string":
+        raw = _text(node)
+        return raw[1:-1] if len(raw) >= 2 else None
+    if kind == "string":
+        out = []
+        for child in node.children:
+            if not child.is_named:
+                continue  # the quotes
+            if child.type != "string_content":
+                return None  # an expansion or a substitution inside the quotes
+            out.append(_unescape_double(_text(child)))
+        inner = "".join(out)
+        raw = _text(node)
+        # tree-sitter leaves out content it reads as whitespace-only in some strings; trust the source then
+        if not out and len(raw) >= 2 and "$" not in raw and "`" not in raw:
+            return _unescape_double(raw[1:-1])
+        return inner
+    if kind == "concatenation":
+        pieces = []
+        for child in node.named_children:
+            value = _literal(child)
+            if value is None:
+                return None
+            pieces.append(value)
+        joined = _text(node)
+        if _BRACE_EXPANSION.search(joined) and any(c.type == "word" for c in node.named_children):
+            return None  # p{yt,}est: bash expands braces across the pieces
+        return "".join(pieces)
+    return None
+
+
+def _unescape(raw: str) -> str:
+    """An unquoted word: ``\\x`` is ``x``, a backslash-newline joins lines."""
+    return re.sub(r"\\(.)", r"\1", raw.replace("\\\n", ""), flags=re.DOTALL)
+
+
+def _unescape_double(raw: str) -> str:
+    """Inside double quotes only ``\\$``, ``\\```, ``\\"``, ``\\\\`` and backslash-newline are escapes."""
+    raw = raw.replace("\\\n", "")
+    return re.sub(r"\\([$`\"\\])", r"\1", raw)
+
+
+def iter_words(parsed: Parsed) -> Iterator[str]:
+    """Every word of every judged command part (for tests and the rule builder)."""
+    for part in parsed.commands:
+        yield from part.words

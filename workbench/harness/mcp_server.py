@@ -1,0 +1,583 @@
+"""MCP tool servers (X1, X3, X5): the servers of a workspace's ``mcp_servers:``, each owned by one
+long-lived task, on the official ``mcp`` SDK. No Qt.
+
+Threading: every server lives on one private asyncio loop in a daemon thread (``McpServers``), started
+when a server is first needed. The engine (the window's GUI loop, the CLI's loop) never runs the SDK:
+it hands requests over (``asyncio.run_coroutine_threadsafe``) and awaits the answer. So a server's
+start-up, its pipes and its log never stall the window, and the SDK's AnyIO cancel scopes are entered
+and left inside one task of one loop whatever loop the caller is on ("exit cancel scope in a different
+task" cannot happen).
+
+One task per server (``Server._own``) does everything with it: spawn or connect, ``initialize``, list
+the tools, run the calls (each in a child task of its task group, so a message's calls run at once,
+R4), notice a crash, restart with backoff, and shut it down. A lifetime is one cancel scope: a timer
+fails it at ``startup_timeout`` unless its tools are listed by then; Stop, Restart and Session.close
+cancel that scope, so the same task unwinds the SDK and stops the process.
+
+A stdio server's process is the workbench's own transport (``_stdio``), not the SDK's: it knows the
+pid, reads stderr into the log tail the Servers panel shows, skips a line on stdout that is not
+JSON-RPC (a banner, a stray print) noting it in the log instead of failing, sees EOF on stdout as the
+server gone, and stops it by closing stdin, then SIGTERM and SIGKILL to its whole process group — so no
+grandchild (``npx`` → ``node``) outlives the session.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+import os
+import signal
+import time
+from collections import deque
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from workbench.config import McpServerConfig
+from workbench.harness.mcp_tools import McpCallError, McpServerInfo, McpToolInfo, one_line, result_of, tool_infos
+
+if TYPE_CHECKING:
+    from workbench.harness.mcp_servers import McpServers
+
+log = logging.getLogger(__name__)
+
+__all__ = ["LOG_LINES", "STATUSES", "signal_group"]
+
+STATUSES = ("starting", "ready", "failed", "stopped")
+LOG_LINES = 200
+"""Lines of a server's log (stderr and the workbench's notes) kept for the panel and ``mcp check``."""
+MAX_LINE_CHARS = 500
+BACKOFF = 1.0
+"""Seconds before the first automatic restart; doubled after each failure in a row, up to MAX_BACKOFF."""
+MAX_BACKOFF = 30.0
+STABLE_SECONDS = 30.0
+"""A server ready this long before it stopped counts as a fresh start: its backoff begins again."""
+MAX_START_FAILURES = 5
+"""Starts in a row that never got ready before the workbench gives up (Restart or Check tries again)."""
+STOP_GRACE = 2.0
+"""Seconds a server gets after its stdin closes, and again after SIGTERM, before SIGKILL."""
+LOG_PUBLISH_SECONDS = 0.5
+"""At most this often a server's stderr alone tells the listeners (the panel's log tail) of a change."""
+
+
+# ------------------------------------------------------------------------------------------ one server
+
+
+@dataclass
+class _Call:
+    tool: str
+    arguments: dict[str, Any]
+    future: asyncio.Future[Any]
+    relist: bool = False
+    cancelled: bool = False
+    scope: Any = None
+
+
+class Server:
+    """One configured server and the task that owns it (see the module). Every method runs on the MCP
+    loop; other threads read only ``info`` (an immutable snapshot, replaced whole)."""
+
+    def __init__(self, manager: McpServers, name: str, config: McpServerConfig) -> None:
+        self.m = manager
+        self.name = name
+        self.config = config
+        self.log: deque[str] = deque(maxlen=LOG_LINES)
+        self.status = "stopped"
+        self.error: str | None = None
+        self.tools: tuple[McpToolInfo, ...] = ()
+        self.pid: int | None = None
+        self.restarts = 0
+        self.retry_at: float | None = None
+        self.server_info: str | None = None
+        self.gave_up = False
+        self.started = False  # started in this session (a run starts only those never started)
+        self.first_settled = False  # its first start ended (ready or failed): runs wait only for that one
+        self.generation = 0  # lifetimes begun (Restart waits for the next one to settle)
+        self.info = self._make_info()
+        self._task: asyncio.Task[None] | None = None
+        self._scope: Any = None
+        self._queue: asyncio.Queue[_Call] | None = None
+        self._settled: asyncio.Event | None = None
+        self._wake: asyncio.Event | None = None
+        self._disconnected: Any = None
+        self._stopping = False
+        self._restart = False
+        self._exit_code: int | None = None
+        self._secrets: tuple[str, ...] = ()
+
+    # -- state, seen from outside ----------------------------------------------------------------------
+    def _make_info(self) -> McpServerInfo:
+        return McpServerInfo(self.name, self.config.transport, self.config.target, self.config.enabled,
+                             self.status, self.error, tuple(self.log), self.tools, self.pid, self.restarts,
+                             self.retry_at, self.server_info)
+
+    def _publish(self) -> None:
+        self.info = self._make_info()
+        self.m._changed(self.name)
+
+    def _set(self, status: str, **changes: Any) -> None:
+        self.status = status
+        for k, v in changes.items():
+            setattr(self, k, v)
+        if status != "starting" and self.started:
+            self.first_settled = True
+        if self._settled is not None:
+            (self._settled.clear if status == "starting" else self._settled.set)()
+        self._publish()
+
+    def note(self, line: str) -> None:
+        """A line in the server's log (stderr, or what the workbench noticed), secrets scrubbed."""
+        from workbench.redact import scrub
+
+        line = scrub(line.rstrip("\r\n"), *self._secrets)
+        self.log.append(line if len(line) <= MAX_LINE_CHARS else line[: MAX_LINE_CHARS - 1] + "…")
+
+    def _fail(self, error: str) -> None:
+        from workbench.redact import scrub
+
+        error = scrub(error, *self._secrets)
+        self.note(f"[workbench] {error}")
+        self._set("failed", error=error)
+
+    # -- the owner task --------------------------------------------------------------------------------
+    def start(self) -> None:
+        """Start the owner task unless it runs (a stopped or given-up server starts afresh)."""
+        loop = asyncio.get_running_loop()
+        if self._settled is None:
+            self._settled, self._wake = asyncio.Event(), asyncio.Event()
+        if self._task is None or self._task.done():
+            self._stopping = False
+            self.gave_up = False
+            self.started = True
+            self._set("starting", retry_at=None)
+            self._task = loop.create_task(self._own(), name=f"mcp-server-{self.name}")
+
+    async def _own(self) -> None:
+        failures = 0
+        while not self._stopping:
+            began = time.monotonic()
+            ready = await self._lifetime()
+            if self._stopping:
+                break
+            if self._restart:
+                self._restart, failures = False, 0
+                self.restarts += 1
+                continue
+            stable = ready and time.monotonic() - began >= STABLE_SECONDS
+            failures = 1 if stable else failures + 1
+            if not ready and failures >= MAX_START_FAILURES:
+                self.gave_up = True
+                self._fail(f"{self.error or 'it did not start'} — gave up after {failures} attempts in a row; "
+                           "Restart (or Check) tries again")
+                self._set("failed", retry_at=None)
+                return
+            delay = min(MAX_BACKOFF, BACKOFF * 2 ** (failures - 1))
+            self._set("failed", retry_at=time.time() + delay)
+            assert self._wake is not None
+            self._wake.clear()
+            with contextlib.suppress(asyncio.TimeoutError):
+                await asyncio.wait_for(self._wake.wait(), delay)
+            if self._stopping:
+                break
+            if self._restart:
+                self._restart, failures = False, 0
+            self.restarts += 1
+        self._set("stopped", retry_at=None, pid=None)
+
+    async def _lifetime(self) -> bool:
+        """One start of the server, through its time ready, to its end; True if it got ready."""
+        import anyio
+
+        self.generation += 1
+        self._set("starting", retry_at=None, pid=None)  # the last error stays in sight until it is ready
+        self._exit_code = None
+        self._disconnected = None
+        ready = False
+        cfg = self.config
+        queue: asyncio.Queue[_Call] = asyncio.Queue()
+        timer: asyncio.TimerHandle | None = None
+        try:
+            with anyio.CancelScope() as scope:
+                self._scope = scope
+                # Failed the moment the time is up (a run waiting for it goes on now), then stopped:
+                # stopping a server that ignores its closed stdin takes seconds more.
+                timer = asyncio.get_running_loop().call_later(cfg.startup_timeout, self._timed_out, scope)
+                async with contextlib.AsyncExitStack() as stack:
+                    client = await self._connect(stack)
+                    tools = await self._list(client)
+                    timer.cancel()
+                    ready = True
+                    self._queue = queue
+                    info = client.server_info
+                    self.note(f"[workbench] ready: {len(tools)} tool(s)")
+                    self._set("ready", tools=tools, error=None,
+                              server_info=f"{info.name} {info.version}".strip() if info is not None else None)
+                    await self._serve(client, queue)
+            if self._stopping or self._restart:
+                return ready
+            if not ready and scope.cancelled_caught:
+                pass  # _timed_out said so already
+            elif ready:
+                self._fail(f"the server stopped{self._code()}{self._last_words()}")
+            else:
+                self._fail(f"the server closed the connection before it was ready{self._code()}{self._last_words()}")
+        except asyncio.CancelledError:
+            raise
+        except BaseException as e:  # noqa: BLE001 - every way a start can fail is shown, never raised
+            if isinstance(e, (KeyboardInterrupt, SystemExit)):
+                raise
+            if not (self._stopping or self._restart):
+                self._fail(self._describe(e, ready))
+        finally:
+            if timer is not None:
+                timer.cancel()
+            self._scope = None
+            self._queue = None
+            while not queue.empty():
+                call = queue.get_nowait()
+                if not call.future.done():
+                    call.future.set_exception(McpCallError(self._not_running()))
+        return ready
+
+    def _timed_out(self, scope: Any) -> None:
+        if self.status == "starting" and not (self._stopping or self._restart):
+            self._fail(f"it did not answer within startup_timeout ({self.config.startup_timeout:g} s)"
+                       + self._last_words() + "; a first `uvx`/`npx` run may need longer: raise "
+                       f"mcp_servers.{self.name}.startup_timeout")
+        scope.cancel()
+
+    def _warn_written_secrets(self) -> None:
+        """A value that looks like a key written into workbench.yaml itself (X1: it belongs in ``${VAR}``)."""
+        from workbench.redact import scrub
+
+        for where, values in (("env", self.config.env), ("headers", self.config.headers)):
+            for key, value in values.items():
+                if "${" not in value and scrub(value) != value:
+                    self.note(f"[workbench] mcp_servers.{self.name}.{where}.{key} looks like a secret written into "
+                              "workbench.yaml: write ${VAR} there and keep the value in your environment or the "
+                              "keyring")
+
+    async def _connect(self, stack: contextlib.AsyncExitStack) -> Any:
+        import anyio.to_thread
+        from mcp import Client
+        from mcp.types import Implementation
+
+        from workbench import __version__
+
+        self._warn_written_secrets()
+        if self.config.url:
+            from mcp.client.streamable_http import streamable_http_client
+            from mcp.shared._httpx_utils import create_mcp_http_client
+
+            from workbench.harness.mcp_launch import resolve_vars
+
+            headers, secrets = await anyio.to_thread.run_sync(
+                resolve_vars, dict(self.config.headers), f"mcp_servers.{self.name}.headers")
+            self._secrets = tuple(secrets)
+            http = await stack.enter_async_context(create_mcp_http_client(headers=headers))
+            transport: Any = streamable_http_client(self.config.url, http_client=http)
+        else:
+            from workbench.harness.mcp_launch import launch_spec
+
+            spec = await anyio.to_thread.run_sync(
+                launch_spec, self.name, self.config.command or "", tuple(self.config.args), dict(self.config.env),
+                self.config.cwd, self.m.workspace)
+            self._secrets = spec.secrets
+            transport = self._stdio(spec)
+        client = Client(transport, cache=None, message_handler=self._on_message, logging_callback=self._on_log,
+                        client_info=Implementation(name="workbench", version=__version__))
+        return await stack.enter_async_context(client)
+
+    async def _list(self, client: Any) -> tuple[McpToolInfo, ...]:
+        listed: list[Any] = []
+        cursor = None
+        for _ in range(100):  # a paginator that never ends cannot hang a start
+            page = await client.list_tools(cursor=cursor, cache_mode="bypass")
+            listed.extend(page.tools)
+            cursor = page.next_cursor
+            if not cursor:
+                break
+        return tool_infos(self.name, listed)
+
+    async def _serve(self, client: Any, queue: asyncio.Queue[_Call]) -> None:
+        """Run calls until the server goes away or the lifetime is cancelled."""
+        import anyio
+
+        async with anyio.create_task_group() as tg:
+            disconnected = self._disconnected
+
+            async def watch() -> None:
+                if disconnected is not None:
+                    await disconnected.wait()
+                    tg.cancel_scope.cancel()
+
+            tg.start_soon(watch)
+            while True:
+                call = await queue.get()
+                tg.start_soon(self._run_call, client, call)
+
+    async def _run_call(self, client: Any, call: _Call) -> None:
+        import anyio
+        from mcp import MCPError
+
+        fut = call.future
+        try:
+            if fut.done() or call.cancelled:
+                return
+            with anyio.CancelScope() as scope:
+                call.scope = scope
+                if call.relist:
+                    tools = await self._list(client)
+                    self._set(self.status, tools=tools)
+                    fut.set_result(None)
+                    return
+                try:
+                    with anyio.fail_after(self.config.tool_timeout):
+                        raw = await client.call_tool(call.tool, call.arguments)
+                except TimeoutError:
+                    fut.set_exception(McpCallError(
+                        f"MCP server {self.name!r} did not answer within tool_timeout ({self.config.tool_timeout:g} s); "
+                        f"the call was cancelled (raise mcp_servers.{self.name}.tool_timeout for slow tools)"))
+                except MCPError as e:
+                    if self._gone():
+                        fut.set_exception(McpCallError(self._crashed()))
+                    else:
+                        fut.set_exception(McpCallError(f"MCP server {self.name!r} refused the call: {one_line(str(e))}"))
+                else:
+                    fut.set_result(result_of(raw))
+        except Exception as e:  # noqa: BLE001 - a transport error mid-call is the call's error
+            if not fut.done():
+                fut.set_exception(McpCallError(self._crashed() if self._gone() else
+                                               f"MCP server {self.name!r} failed the call: {self._describe(e, True)}"))
+        finally:
+            if not fut.done():
+                fut.set_exception(McpCallError(self._crashed() if self._gone() else self._not_running()))
+
+    def _gone(self) -> bool:
+        return self._disconnected is not None and self._disconnected.is_set()
+
+    def _crashed(self) -> str:
+        return (f"the MCP server {self.name!r} stopped during the call{self._code()}{self._last_words()}. "
+                "It is restarted; call again once it is back")
+
+    def _not_running(self) -> str:
+        if self._stopping:
+            return f"MCP server {self.name!r} is stopped (the session is closing)"
+        why = f": {self.error}" if self.error else ""
+        when = ""
+        if self.retry_at is not None:
+            when = f"; it restarts in {max(0.0, self.retry_at - time.time()):.0f} s"
+        return f"MCP server {self.name!r} is not running ({self.status}{why}){when}"
+
+    def _code(self) -> str:
+        return f" (exit code {self._exit_code})" if self._exit_code is not None else ""
+
+    def _last_words(self) -> str:
+        lines = [ln for ln in self.log if not ln.startswith("[workbench]")]
+        return f"; its last output: {one_line(lines[-1], 200)}" if lines else ""
+
+    def _describe(self, e: BaseException, ready: bool) -> str:
+        """One line for what went wrong, however deep the exception groups nest."""
+        while isinstance(e, BaseExceptionGroup) and e.exceptions:
+            e = e.exceptions[0]
+        from workbench.harness.mcp_launch import LaunchError
+
+        if isinstance(e, LaunchError):
+            return str(e)
+        where = "" if ready else " while starting"
+        if self._gone():
+            return f"the server stopped{where}{self._code()}{self._last_words()}"
+        text = one_line(str(e)) or type(e).__name__
+        return f"{type(e).__name__}{where}: {text}{self._code()}{self._last_words()}"
+
+    async def _on_message(self, message: Any) -> None:
+        if isinstance(message, Exception):
+            self.note(f"[workbench] transport: {one_line(str(message)) or type(message).__name__}")
+            return
+        if getattr(message, "method", "") == "notifications/tools/list_changed" and self._queue is not None:
+            fut = asyncio.get_running_loop().create_future()
+            self._queue.put_nowait(_Call("", {}, fut, relist=True))
+
+    async def _on_log(self, params: Any) -> None:
+        data = params.data if isinstance(params.data, str) else json.dumps(params.data, ensure_ascii=False, default=str)
+        self.note(f"[{params.level}] {data}")
+
+    # -- requests from other threads (scheduled on the MCP loop) ----------------------------------------
+    async def wait_settled(self, timeout: float) -> None:
+        if self._settled is not None and self.status == "starting":
+            with contextlib.suppress(asyncio.TimeoutError):
+                await asyncio.wait_for(self._settled.wait(), timeout)
+
+    async def call(self, tool: str, arguments: dict[str, Any], *, relist: bool = False) -> Any:
+        await self.wait_settled(self.config.startup_timeout + 1)
+        if self.status != "ready" or self._queue is None:
+            raise McpCallError(self._not_running())
+        call = _Call(tool, arguments, asyncio.get_running_loop().create_future(), relist)
+        self._queue.put_nowait(call)
+        try:
+            return await call.future
+        except asyncio.CancelledError:  # the run was stopped: the call in flight ends too
+            call.cancelled = True
+            if call.scope is not None:
+                call.scope.cancel()
+            raise
+
+    async def settle_after(self, generation: int, timeout: float) -> None:
+        """Wait until a lifetime after ``generation`` has begun and is no longer starting."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline and (self.generation <= generation or self.status == "starting"):
+            if self._task is None or self._task.done():
+                return
+            await asyncio.sleep(0.02)
+
+    async def restart(self) -> None:
+        if self._task is None or self._task.done():
+            self.start()
+            return
+        self._restart = True
+        if self._scope is not None:
+            self._scope.cancel()
+        if self._wake is not None:
+            self._wake.set()
+
+    async def stop(self) -> None:
+        self._stopping = True
+        if self._scope is not None:
+            self._scope.cancel()
+        if self._wake is not None:
+            self._wake.set()
+        task = self._task
+        if task is not None and not task.done():
+            try:
+                await asyncio.wait_for(asyncio.shield(task), 4 * STOP_GRACE + 4)
+            except asyncio.TimeoutError:
+                task.cancel()
+                with contextlib.suppress(BaseException):
+                    await task
+        if self.status != "stopped":
+            self._set("stopped", retry_at=None, pid=None)
+
+    # -- the stdio transport ---------------------------------------------------------------------------
+    @contextlib.asynccontextmanager
+    async def _stdio(self, spec: Any) -> AsyncIterator[Any]:
+        """Spawn the server in its own process group and bridge its pipes to the SDK's streams."""
+        import anyio
+        import mcp_types as types
+        from mcp.shared.message import SessionMessage
+
+        process = await anyio.open_process([spec.executable, *spec.args], env=spec.env, cwd=spec.cwd,
+                                           start_new_session=os.name == "posix")
+        self.pid = process.pid
+        self.m._track(process.pid, True)
+        self._publish()
+        self.note(f"[workbench] started {spec.executable} (pid {process.pid})")
+        read_send, read_recv = anyio.create_memory_object_stream[Any](0)
+        write_send, write_recv = anyio.create_memory_object_stream[Any](0)
+        disconnected = self._disconnected = anyio.Event()
+
+        async def lines(stream: Any) -> AsyncIterator[str]:
+            buffer = b""
+            while True:
+                try:
+                    chunk = await stream.receive()
+                except (anyio.EndOfStream, anyio.ClosedResourceError, anyio.BrokenResourceError, OSError):
+                    break
+                buffer += chunk
+                *done, buffer = buffer.split(b"\n")
+                for raw in done:
+                    yield raw.decode("utf-8", "replace")
+            if buffer:
+                yield buffer.decode("utf-8", "replace")
+
+        async def stdout_reader() -> None:
+            try:
+                async with read_send:
+                    async for line in lines(process.stdout):
+                        if not line.strip():
+                            continue
+                        try:
+                            message = types.jsonrpc_message_adapter.validate_json(line, by_name=False)
+                        except ValueError:
+                            self.note(f"[workbench] stdout, not JSON-RPC (ignored): {line.strip()}")
+                            continue
+                        await read_send.send(SessionMessage(message))
+            except (anyio.ClosedResourceError, anyio.BrokenResourceError):
+                pass
+            finally:
+                disconnected.set()
+
+        async def stdin_writer() -> None:
+            try:
+                async with write_recv:
+                    async for message in write_recv:
+                        data = message.message.model_dump_json(by_alias=True, exclude_unset=True) + "\n"
+                        await process.stdin.send(data.encode("utf-8"))
+            except (anyio.ClosedResourceError, anyio.BrokenResourceError, OSError):
+                disconnected.set()
+                await read_send.aclose()
+
+        async def stderr_reader() -> None:
+            shown = 0.0
+            async for line in lines(process.stderr):
+                if line.strip():
+                    self.note(line)
+                    now = time.monotonic()
+                    if now - shown >= LOG_PUBLISH_SECONDS:  # the panel's log tail, without an event per line
+                        shown = now
+                        self._publish()
+                    else:
+                        self.info = self._make_info()
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(stdout_reader)
+            tg.start_soon(stdin_writer)
+            tg.start_soon(stderr_reader)
+            try:
+                yield read_recv, write_send
+            finally:
+                with anyio.CancelScope(shield=True):
+                    await self._stop_process(process)
+                    for s in (read_recv, write_send):
+                        await s.aclose()
+                tg.cancel_scope.cancel()
+
+    async def _stop_process(self, process: Any) -> None:
+        """Close stdin, wait; SIGTERM then SIGKILL the whole process group (grandchildren too)."""
+        import anyio
+
+        with contextlib.suppress(Exception):
+            await process.stdin.aclose()
+        if not await _exited(process, STOP_GRACE):
+            signal_group(process.pid, signal.SIGTERM)
+            if not await _exited(process, STOP_GRACE):
+                signal_group(process.pid, getattr(signal, "SIGKILL", signal.SIGTERM))
+                await _exited(process, STOP_GRACE)
+        signal_group(process.pid, signal.SIGTERM)  # what the server started and left behind
+        self._exit_code = process.returncode
+        if process.returncode is not None:
+            self.m._track(process.pid, False)
+        for stream in (process.stdout, process.stderr):
+            with contextlib.suppress(Exception):
+                await stream.aclose()
+        await anyio.lowlevel.checkpoint()
+
+
+async def _exited(process: Any, timeout: float) -> bool:
+    """Whether the process ended within ``timeout`` (polled: ``wait()`` also waits for pipes a grandchild
+    may hold open)."""
+    deadline = time.monotonic() + timeout
+    while process.returncode is None:
+        if time.monotonic() >= deadline:
+            return False
+        await asyncio.sleep(0.01)
+    return True
+
+
+def signal_group(pid: int, sig: int) -> None:
+    with contextlib.suppress(ProcessLookupError, PermissionError, OSError):
+        if hasattr(os, "killpg"):
+            os.killpg(pid, sig)
+        else:  # pragma: no cover - Windows: the process alone
+            os.kill(pid, sig)

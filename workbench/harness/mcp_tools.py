@@ -1,0 +1,184 @@
+"""What the MCP servers give (X2): the value types the Servers panel, the CLI and the middleware share
+(``McpServerInfo``, ``McpToolInfo``, ``McpResult``), the names tools are offered under, and a call's
+result in plain values. No Qt, no SDK object: everything here is made on the MCP thread from the SDK's
+replies and read on any other.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import hashlib
+import json
+import re
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from workbench.errors import ToolError
+
+__all__ = ["NAME_RE", "McpCallError", "McpResult", "McpServerInfo", "McpToolInfo", "decoded_size", "offered_names",
+           "one_line", "result_of", "tool_infos"]
+
+MAX_DESCRIPTION_CHARS = 4000
+"""A tool's description is cut here: a server's essay must not crowd the prompt."""
+NAME_RE = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
+"""A tool name every provider accepts (OpenAI's rule, the strictest)."""
+
+
+class McpCallError(ToolError):
+    """A call the model made to an MCP tool failed (server not running, crashed, timed out, refused):
+    the message names the server and what to do; the model sees it as the tool's error."""
+
+
+@dataclass(frozen=True)
+class McpToolInfo:
+    """One tool of a server, as offered: ``name`` is ``mcp__<server>__<tool>`` (sanitised, see
+    ``offered_names``), ``tool`` the server's own name. ``enabled`` is the person's switch (off = not
+    offered); ``problem`` says why it cannot be offered at all (an input schema that is not JSON Schema)."""
+
+    server: str
+    name: str
+    tool: str
+    description: str
+    schema: Mapping[str, Any]
+    read_only: bool
+    destructive: bool = False
+    enabled: bool = True
+    problem: str | None = None
+
+    @property
+    def offered(self) -> bool:
+        return self.enabled and self.problem is None
+
+
+@dataclass(frozen=True)
+class McpServerInfo:
+    """A snapshot of one configured server (what the Servers panel and ``workbench mcp`` show)."""
+
+    name: str
+    transport: str  # stdio | http
+    target: str  # the command line or the URL, as configured (``${VAR}`` unresolved)
+    enabled: bool  # workbench.yaml's ``enabled``
+    status: str  # starting | ready | failed | stopped
+    error: str | None = None
+    log: tuple[str, ...] = ()
+    tools: tuple[McpToolInfo, ...] = ()
+    pid: int | None = None
+    restarts: int = 0
+    retry_at: float | None = None  # when the next automatic start is due (wall clock), while failed
+    server_info: str | None = None  # the server's own name and version
+    note: str | None = None  # why it does not start (disabled, not trusted)
+
+    @property
+    def offered(self) -> tuple[McpToolInfo, ...]:
+        return tuple(t for t in self.tools if t.offered)
+
+
+@dataclass(frozen=True)
+class McpResult:
+    """A tool call's result in plain values: texts, binary parts ``(kind, mime, base64)``, structured
+    content, and whether the server flagged it an error."""
+
+    texts: tuple[str, ...] = ()
+    binaries: tuple[tuple[str, str, str], ...] = ()
+    structured: Any = None
+    is_error: bool = False
+
+
+# ------------------------------------------------------------------------------------------ naming
+
+
+def offered_names(server: str, tools: Iterable[str]) -> dict[str, str]:
+    """``{server's tool name: offered name}``: ``mcp__<server>__<tool>``, valid for every provider
+    (``^[A-Za-z0-9_-]{1,64}$``). A name with other characters has them replaced by ``_``; one that is
+    changed or too long is cut and ends in ``_`` + 6 hex digits of its original's hash, so it stays the
+    same from one start to the next (rules and history keep meaning the same tool); two that still meet
+    get more of the hash. Deterministic: the names are given out in sorted order."""
+    prefix = f"mcp__{server}__"
+    room = 64 - len(prefix)
+    out: dict[str, str] = {}
+    taken: set[str] = set()
+    for tool in sorted(set(tools)):
+        digest = hashlib.sha256(tool.encode("utf-8", "surrogatepass")).hexdigest()
+        base = re.sub(r"[^A-Za-z0-9_-]", "_", tool)
+        name = prefix + base
+        n = 6
+        if base != tool or not tool or len(name) > 64:
+            name = prefix + base[: room - n - 1] + "_" + digest[:n]
+        while name in taken:
+            n += 2
+            name = prefix + base[: max(0, room - n - 1)] + "_" + digest[:n]
+        taken.add(name)
+        out[tool] = name
+    return out
+
+
+def _schema(raw: Any) -> tuple[dict[str, Any], str | None]:
+    """The tool's input schema as an object schema, and a problem if it is not valid JSON Schema."""
+    schema = dict(raw) if isinstance(raw, Mapping) else {}
+    schema.setdefault("type", "object")
+    if schema.get("type") == "object":
+        schema.setdefault("properties", {})
+    try:
+        import jsonschema
+
+        jsonschema.Draft202012Validator.check_schema(schema)
+    except Exception as e:  # noqa: BLE001 - SchemaError, or a schema too odd to check
+        return schema, f"its input schema is not valid JSON Schema ({one_line(getattr(e, 'message', str(e)))})"
+    if schema.get("type") != "object":
+        return schema, f"its input schema is of type {schema.get('type')!r}, not an object"
+    return schema, None
+
+
+def one_line(text: str, limit: int = 300) -> str:
+    text = " ".join(str(text).split())
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def tool_infos(server: str, listed: list[Any]) -> tuple[McpToolInfo, ...]:
+    names = offered_names(server, [t.name for t in listed])
+    out = []
+    for t in listed:
+        schema, problem = _schema(getattr(t, "input_schema", None))
+        ann = getattr(t, "annotations", None)
+        desc = (getattr(t, "description", None) or getattr(t, "title", None) or "").strip()
+        if len(desc) > MAX_DESCRIPTION_CHARS:
+            desc = desc[: MAX_DESCRIPTION_CHARS - 1] + "…"
+        out.append(McpToolInfo(server, names[t.name], t.name, desc or f"The {t.name} tool of MCP server {server}.",
+                               schema, bool(getattr(ann, "read_only_hint", False)),
+                               bool(getattr(ann, "destructive_hint", False)), True, problem))
+    return tuple(sorted(out, key=lambda i: i.name))
+
+
+def result_of(raw: Any) -> McpResult:
+    """Plain values from a ``CallToolResult`` (made on the MCP thread: no SDK object leaves it)."""
+    texts: list[str] = []
+    binaries: list[tuple[str, str, str]] = []
+    for block in getattr(raw, "content", None) or ():
+        kind = getattr(block, "type", "")
+        if kind == "text":
+            texts.append(str(block.text))
+        elif kind in ("image", "audio"):
+            binaries.append((kind, str(getattr(block, "mime_type", "") or "application/octet-stream"), str(block.data)))
+        elif kind == "resource":
+            res = block.resource
+            if getattr(res, "text", None) is not None:
+                texts.append(str(res.text))
+            else:
+                binaries.append(("resource", str(getattr(res, "mime_type", None) or "application/octet-stream"),
+                                 str(getattr(res, "blob", ""))))
+        elif kind == "resource_link":
+            texts.append(f"Resource: {getattr(block, 'name', '')} <{getattr(block, 'uri', '')}>")
+        else:
+            texts.append(json.dumps(block.model_dump(mode="json", by_alias=True), ensure_ascii=False))
+    return McpResult(tuple(texts), tuple(binaries), getattr(raw, "structured_content", None),
+                     bool(getattr(raw, "is_error", False)))
+
+
+def decoded_size(data: str) -> int:
+    """Bytes a base64 text stands for (0 when it is not base64)."""
+    try:
+        return len(base64.b64decode(data, validate=False))
+    except (binascii.Error, ValueError):
+        return 0
