@@ -401,13 +401,17 @@ class _Walker:
                 words.append(value)
             else:
                 words.append(value)
+        self.command_part(node, words, why)
+        self.substitutions(node, depth)
+        for r in later:
+            self.redirect(r, depth)
+
+    def command_part(self, node: Any, words: list[str], why: str) -> None:
+        """One judged part: as written when it cannot be judged (``why``), else its words as bash reads them."""
         if why:
             self.parts.append(Part("command", _text(node), tuple(words), why))
         else:
             self.parts.append(Part("command", shown_words(words), tuple(words)))
-        self.substitutions(node, depth)
-        for r in later:
-            self.redirect(r, depth)
 
     def declaration(self, node: Any, depth: int) -> None:
         """``export A=1``, ``local x``, ``unset PATH``: a part of its own (it changes later commands)."""
@@ -419,10 +423,7 @@ class _Walker:
                 why = why or f"{_text(child)!r} is only known when it runs"
                 value = _text(child)
             words.append(value)
-        if why:
-            self.parts.append(Part("command", _text(node), tuple(words), why))
-        else:
-            self.parts.append(Part("command", shown_words(words), tuple(words)))
+        self.command_part(node, words, why)
         self.substitutions(node, depth)
 
     def assignment(self, node: Any, depth: int) -> None:

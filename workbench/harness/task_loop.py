@@ -57,9 +57,6 @@ class TaskLoop:
         if not self.loop.is_closed():
             self.loop.call_soon_threadsafe(fn, *args)
 
-    def in_thread(self) -> bool:
-        return threading.current_thread() is self.thread
-
     async def aclose(self, timeout: float = 30.0) -> None:
         """Cancel what still runs here, wait for it to unwind (runs store how they were cut), stop the
         loop and join the thread — without blocking the caller's loop."""
@@ -78,11 +75,6 @@ class TaskLoop:
                                    timeout + 1)
         self.loop.call_soon_threadsafe(self.loop.stop)
         await asyncio.get_running_loop().run_in_executor(None, self.thread.join, timeout)
-
-    def close_now(self) -> None:
-        """Stop the loop from any thread without waiting (the process is going away)."""
-        with contextlib.suppress(RuntimeError):
-            self.loop.call_soon_threadsafe(self.loop.stop)
 
 
 __all__ = ["TaskLoop"]

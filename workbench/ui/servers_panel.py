@@ -45,7 +45,7 @@ from workbench.errors import WorkbenchError
 from workbench.ui import qt_async
 from workbench.ui.buttons import quiet_button
 from workbench.ui.style import is_dark, status_color
-from workbench.ui.table_model import RowsTableModel
+from workbench.ui.table_model import RowsTableModel, two_line_table
 
 if TYPE_CHECKING:
     from workbench.session import McpServerInfo, McpToolInfo, Session
@@ -244,19 +244,8 @@ class ServersPanel(QWidget):
         split.setChildrenCollapsible(False)
         lay.addWidget(split, 1)
         self.model = ServersModel(self)
-        self.view = QTableView(self)
-        self.view.setObjectName("serversView")
-        self.view.setAccessibleName("MCP servers")
-        self.view.setAccessibleDescription("The workspace's MCP tool servers: name and command, status, tools offered")
-        self.view.setModel(self.model)
-        self.view.setSelectionBehavior(QAbstractItemView.SelectionBehavior.SelectRows)
-        self.view.setSelectionMode(QAbstractItemView.SelectionMode.SingleSelection)
-        self.view.setEditTriggers(QAbstractItemView.EditTrigger.NoEditTriggers)
-        self.view.setAlternatingRowColors(True)
-        self.view.setWordWrap(False)
-        self.view.setTextElideMode(Qt.TextElideMode.ElideRight)
-        self.view.verticalHeader().setVisible(False)
-        self.view.verticalHeader().setDefaultSectionSize(2 * self.fontMetrics().height() + 12)
+        self.view = two_line_table(self, self.model, "serversView", "MCP servers",
+                                   "The workspace's MCP tool servers: name and command, status, tools offered")
         header = self.view.horizontalHeader()
         header.setStretchLastSection(False)
         header.setSectionResizeMode(QHeaderView.ResizeMode.ResizeToContents)

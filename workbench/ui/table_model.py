@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from PySide6.QtCore import QAbstractTableModel, QModelIndex, QPersistentModelIndex, Qt
+from PySide6.QtWidgets import QAbstractItemView, QTableView, QWidget
 
 Index = QModelIndex | QPersistentModelIndex
 
@@ -37,3 +38,24 @@ class RowsTableModel(QAbstractTableModel):
         if not index.isValid() or not 0 <= index.row() < len(self._rows):
             return None
         return self._rows[index.row()]
+
+
+def two_line_table(parent: QWidget, model: QAbstractTableModel, name: str, accessible_name: str,
+                   description: str) -> QTableView:
+    """A read-only table of whole rows, one selected at a time, two-line cells elided on the right (no
+    row numbers): the Tasks board's and the Servers panel's list."""
+    view = QTableView(parent)
+    view.setObjectName(name)
+    view.setAccessibleName(accessible_name)
+    view.setAccessibleDescription(description)
+    view.setModel(model)
+    view.setSelectionBehavior(QAbstractItemView.SelectionBehavior.SelectRows)
+    view.setSelectionMode(QAbstractItemView.SelectionMode.SingleSelection)
+    view.setEditTriggers(QAbstractItemView.EditTrigger.NoEditTriggers)
+    view.setAlternatingRowColors(True)
+    view.setWordWrap(False)
+    view.setTextElideMode(Qt.TextElideMode.ElideRight)
+    view.verticalHeader().setVisible(False)
+    view.verticalHeader().setDefaultSectionSize(2 * parent.fontMetrics().height() + 12)  # two-line cells
+    return view
+

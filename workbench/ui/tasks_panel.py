@@ -33,7 +33,6 @@ from typing import TYPE_CHECKING, Any
 from PySide6.QtCore import QModelIndex, QPersistentModelIndex, Qt, QTimer, Signal, Slot
 from PySide6.QtGui import QColor, QFont
 from PySide6.QtWidgets import (
-    QAbstractItemView,
     QDialog,
     QHBoxLayout,
     QHeaderView,
@@ -42,7 +41,6 @@ from PySide6.QtWidgets import (
     QPlainTextEdit,
     QPushButton,
     QSplitter,
-    QTableView,
     QVBoxLayout,
     QWidget,
 )
@@ -50,7 +48,7 @@ from PySide6.QtWidgets import (
 from workbench.ui.buttons import quiet_button
 from workbench.ui import qt_async
 from workbench.ui.style import is_dark, status_color
-from workbench.ui.table_model import RowsTableModel
+from workbench.ui.table_model import RowsTableModel, two_line_table
 
 if TYPE_CHECKING:
     from workbench.session import Session, TaskRecord
@@ -376,20 +374,9 @@ class TasksPanel(QWidget):
         split.setChildrenCollapsible(False)
         lay.addWidget(split, 1)
         self.model = TasksModel(self)
-        self.view = QTableView(self)
-        self.view.setObjectName("tasksView")
-        self.view.setAccessibleName("Sub-agent tasks")
-        self.view.setAccessibleDescription("This thread's sub-agent tasks: agent, task, status, elapsed time, "
-                                           "tokens, cost and last tool")
-        self.view.setModel(self.model)
-        self.view.setSelectionBehavior(QAbstractItemView.SelectionBehavior.SelectRows)
-        self.view.setSelectionMode(QAbstractItemView.SelectionMode.SingleSelection)
-        self.view.setEditTriggers(QAbstractItemView.EditTrigger.NoEditTriggers)
-        self.view.setAlternatingRowColors(True)
-        self.view.setWordWrap(False)
-        self.view.setTextElideMode(Qt.TextElideMode.ElideRight)
-        self.view.verticalHeader().setVisible(False)
-        self.view.verticalHeader().setDefaultSectionSize(2 * self.fontMetrics().height() + 12)  # two-line cells
+        self.view = two_line_table(self, self.model, "tasksView", "Sub-agent tasks",
+                                   "This thread's sub-agent tasks: agent, task, status, elapsed time, "
+                                   "tokens, cost and last tool")
         # Every column as wide as its contents, the task (agent over description) takes the rest: the
         # right-hand dock is narrow, the figures must not be cut; the description is elided (whole in
         # the tooltip and the details).
