@@ -16,6 +16,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import sys
+import types
 import typing
 from collections.abc import Iterator, Mapping
 from pathlib import Path
@@ -57,13 +58,13 @@ def _type_text(tp: Any) -> str:
         return "string"
     if origin is typing.Literal:
         return "one of " + ", ".join(f"`{a}`" for a in args)
-    if origin in (typing.Union, getattr(__import__("types"), "UnionType", None)):
+    if origin in (typing.Union, types.UnionType):
         inner = [a for a in args if a is not type(None)]
         text = " or ".join(_type_text(a) for a in inner)
         return f"{text} or null" if len(inner) < len(args) else text
     if origin in (tuple, list):
         return f"list of {_plural(_type_text(args[0]))}"
-    if origin in (dict, Mapping, typing.Mapping) or origin is getattr(__import__("collections.abc"), "abc").Mapping:
+    if origin in (dict, Mapping):  # get_origin gives collections.abc.Mapping for typing.Mapping too
         return f"mapping of {_plural(_type_text(args[1]))}" if args else "mapping"
     if dataclasses.is_dataclass(tp):
         return "mapping"
