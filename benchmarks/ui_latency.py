@@ -12,7 +12,8 @@ sight and refreshed as the run starts and ends); it also times one inbox refresh
 store and rebuilding the list). Same targets. ``--pending 0`` skips it.
 
 A third case (issue 11) has the agent launch ``--tasks`` (8) background sub-agent tasks at once, each its
-own sub-agent on its own model name, all running side by side on the window's event loop: each task
+own sub-agent on its own model name, all running side by side as the window runs them (their steps on
+the task loop's thread, their model calls — like the agent's — in the model host process): each task
 streams 10 tool steps (20 chunks each, a ~2 KB file read each) and a 200-chunk answer, so 8 tasks stream
 3,200 chunks and make 88 model calls together while the Tasks board gets their ``task_progress``
 events. The ticks run from sending the prompt until every task has settled. Same targets. ``--tasks 0``

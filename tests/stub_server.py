@@ -99,6 +99,7 @@ class StubServer:
         self.host = host
         self.port = port
         self.requests: list[dict[str, Any]] = []
+        self.auth: list[str] = []  # each request's Authorization header, in order
         self._script: deque[StubReply] = deque()
         self._by_model: dict[str, deque[StubReply]] = {}  # script_for: replies for one model name
         self._lock = threading.Lock()
@@ -149,6 +150,7 @@ class StubServer:
             self._script.clear()
             self._by_model.clear()
             self.requests.clear()
+            self.auth.clear()
             self.arrivals.clear()
             self.peers.clear()
             self._served = 0
@@ -236,6 +238,7 @@ class StubServer:
             body = {"_invalid_json": await request.text()}
         with self._lock:
             self.requests.append(body)
+            self.auth.append(request.headers.get("Authorization", ""))
             self._served += 1
             n = self._served
             own = self._by_model.get(str(body.get("model", "")))

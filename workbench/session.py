@@ -31,21 +31,32 @@ from workbench.session_tasks import TaskCalls
 EventListener = Callable[[Event], None]
 
 
-def make_model(config: WorkbenchConfig, *, api_key: str | None = None, threaded: bool = False) -> Model:
-    """The model the config names: ``demo`` is the offline scripted one, anything else goes to litellm."""
+def make_model(config: WorkbenchConfig, *, api_key: str | None = None, threaded: bool = False,
+               host: bool = False) -> Model:
+    """The model the config names: ``demo`` is the offline scripted one, anything else goes to litellm.
+
+    ``threaded`` (the window's own model) or ``host`` (its sub-agents'): the calls run in the model host
+    process (``ProcessModel``), off the GUI's interpreter; with ``WORKBENCH_MODEL_PROCESS=0`` a threaded
+    model runs on a worker thread here instead (``ThreadedModel``) and a host one in-process."""
     if config.model == "demo":
         from workbench.engine.models.demo import DemoModel
 
         return DemoModel()
-    from workbench.engine.llm_setup import import_in_background
     from workbench.engine.models.litellm_model import LiteLLMModel
 
-    import_in_background()  # issue 9: the import overlaps the rest of the set-up and the first sections
     if api_key is None:
         from workbench.secrets import lookup_api_key
 
         api_key = lookup_api_key(config.model)
     model: Model = LiteLLMModel(config.model, api_base=config.api_base, api_key=api_key)
+    if threaded or host:
+        from workbench.engine.models import process_model
+
+        if process_model.enabled():
+            return process_model.ProcessModel(model)  # type: ignore[arg-type]
+    from workbench.engine.llm_setup import import_in_background
+
+    import_in_background()  # issue 9: the import overlaps the rest of the set-up and the first sections
     if threaded:
         from workbench.engine.models.threaded import ThreadedModel
 
@@ -63,14 +74,15 @@ def _bind_delegation(stack: list[Any], engine: Engine, cfg: WorkbenchConfig, thr
     for mw in stack:
         if isinstance(mw, DelegationMiddleware):
             # The window (threaded) keeps the sub-agents' steps off its GUI loop: their own loop and thread.
-            # There a sub-agent's own model streams on that loop directly: a model thread of its own would
-            # only add a hop and one more thread taking turns at the GIL with the GUI's.
-            mw.bind(engine, _model_factory(engine, cfg, False, api_key), own_loop=threaded)
+            # A sub-agent's own model calls run in the model host process (no per-chunk work in this
+            # interpreter), or, with the host switched off, on that loop directly.
+            mw.bind(engine, _model_factory(engine, cfg, False, api_key, host=threaded), own_loop=threaded)
             return mw
     return None
 
 
-def _model_factory(engine: Engine, cfg: WorkbenchConfig, threaded: bool, api_key: str | None) -> Callable[[str | None], Model]:
+def _model_factory(engine: Engine, cfg: WorkbenchConfig, threaded: bool, api_key: str | None,
+                   *, host: bool = False) -> Callable[[str | None], Model]:
     """The model for a name a workspace gives a helper (a sub-agent's, the summariser's): None = the
     workspace's own model; another name runs on the workspace's ``api_base``, with the key passed in only
     when it is the same provider's (another provider looks up its own)."""
@@ -82,7 +94,7 @@ def _model_factory(engine: Engine, cfg: WorkbenchConfig, threaded: bool, api_key
         if name not in made:
             same = name.split("/", 1)[0] == cfg.model.split("/", 1)[0]
             made[name] = make_model(cfg.with_overrides(model=name), api_key=api_key if same else None,
-                                    threaded=threaded)
+                                    threaded=threaded, host=host)
         return made[name]
 
     return model_for

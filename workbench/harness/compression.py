@@ -32,13 +32,13 @@ from __future__ import annotations
 
 import json
 import re
-import sys
 import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from workbench.config import CompressionConfig
+from workbench.engine import model_info
 from workbench.engine.messages import Message, ModelRequest, ModelResponse, canonical_arguments
 from workbench.engine.middleware import AgentMiddleware, CallModel, HookContext
 from workbench.engine.store import Store
@@ -380,7 +380,7 @@ class CompressionMiddleware(AgentMiddleware):
         """C7: the input size that triggers a compression."""
         if self.config.max_input_tokens:
             return int(self.config.max_input_tokens)
-        if self._window is None and self._model_name and "litellm" in sys.modules:
+        if self._window is None and self._model_name and model_info.known(self._model_name):
             # asked once, when litellm is there (it is imported lazily): a model it does not know
             # costs a raised exception per look-up
             self._window = context_window(self._model_name)
@@ -589,19 +589,10 @@ def measure(request: ModelRequest, view: Sequence[Message], trigger: int, window
 
 
 def context_window(model_name: str) -> int | None:
-    """The model's input window from litellm's model info (None when litellm has none for it)."""
-    import sys
+    """The model's input window (litellm's model info, or what the model host found; None when unknown)."""
+    from workbench.engine.model_info import context_window as window
 
-    if model_name in ("demo", "scripted") or "litellm" not in sys.modules:
-        return None
-    try:
-        import litellm
-
-        info = litellm.get_model_info(model_name)
-        value = info.get("max_input_tokens") or info.get("max_tokens")
-        return int(value) if value else None
-    except Exception:
-        return None
+    return window(model_name)
 
 
 __all__ = ["CompressionMiddleware", "CompressionStore", "Plan", "bind_compression", "make_summarizer", "collect_facts", "compressed_view", "context_window",

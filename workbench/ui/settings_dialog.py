@@ -545,10 +545,13 @@ class SettingsDialog(QDialog):
         try:
             from workbench.engine.messages import Message, ModelRequest, ModelResponse
             from workbench.engine.models.litellm_model import LiteLLMModel
+            from workbench.engine.models import process_model
             from workbench.engine.models.threaded import ThreadedModel
 
             inner = LiteLLMModel(model, api_base=api_base, api_key=key, max_retries=0, timeout=self.test_timeout)
-            threaded = ThreadedModel(inner, thread_name="workbench-settings-test")
+            # The window's own calls run in the model host (docs/window.md): the test call takes the same path.
+            threaded = (process_model.ProcessModel(inner) if process_model.enabled()
+                        else ThreadedModel(inner, thread_name="workbench-settings-test"))
             # litellm's first import takes seconds: do it on the worker, outside the timed call.
             await asyncio.wrap_future(threaded.warm_up())
             request = ModelRequest(system="", messages=(Message.user("Reply with OK."),), settings={"max_tokens": 1})

@@ -148,52 +148,59 @@ class ThreadedModel:
 
     async def _pump(self, request: ModelRequest, post: Any) -> None:
         """Worker side: drain the inner stream, batching text deltas for ``batch_interval`` seconds."""
-        loop = asyncio.get_running_loop()
-        pending: list[ModelDelta] = []
-        started = 0.0
-        timer: asyncio.TimerHandle | None = None
+        await pump_batched(self.inner, request, post, self.batch_interval)
 
-        def flush() -> None:
-            nonlocal timer
-            if timer is not None:
-                timer.cancel()
-                timer = None
-            if pending:
-                post(_ITEM, _merge(pending))
-                pending.clear()
 
-        agen = self.inner.stream(request)
-        try:
-            async for item in agen:
-                if isinstance(item, ModelDelta):
-                    if not pending:
-                        started = time.monotonic()
-                    pending.append(item)
-                    # A burst of buffered chunks never yields to the loop, so the timer alone can't
-                    # flush it: check the batch's age on every arrival as well.
-                    if time.monotonic() - started >= self.batch_interval:
-                        flush()
-                    elif timer is None:
-                        timer = loop.call_later(self.batch_interval, flush)
-                else:
+async def pump_batched(model: Model, request: ModelRequest, post: Any, batch_interval: float) -> None:
+    """Drain ``model.stream(request)`` into ``post(kind, payload)``: text deltas merged for
+    ``batch_interval`` seconds, other items as they come, then ``done`` — or ``error`` with the exception.
+    Used by ``ThreadedModel``'s worker thread and by the model host process (``model_host.py``)."""
+    loop = asyncio.get_running_loop()
+    pending: list[ModelDelta] = []
+    started = 0.0
+    timer: asyncio.TimerHandle | None = None
+
+    def flush() -> None:
+        nonlocal timer
+        if timer is not None:
+            timer.cancel()
+            timer = None
+        if pending:
+            post(_ITEM, _merge(pending))
+            pending.clear()
+
+    agen = model.stream(request)
+    try:
+        async for item in agen:
+            if isinstance(item, ModelDelta):
+                if not pending:
+                    started = time.monotonic()
+                pending.append(item)
+                # A burst of buffered chunks never yields to the loop, so the timer alone can't
+                # flush it: check the batch's age on every arrival as well.
+                if time.monotonic() - started >= batch_interval:
                     flush()
-                    post(_ITEM, item)
-            flush()
-            post(_DONE)
-        except asyncio.CancelledError:
-            # Either the consumer went away (nobody reads this) or close() stopped the worker while a
-            # consumer still waits: tell it, rather than leave it waiting forever.
-            post(_ERROR, ModelError(f"the call to {self.name} was cancelled: the model worker stopped"))
-            raise
-        except BaseException as exc:  # noqa: BLE001 - handed to the consumer
-            flush()
-            post(_ERROR, exc)
-        finally:
-            if timer is not None:
-                timer.cancel()
-            aclose = getattr(agen, "aclose", None)
-            if aclose is not None:
-                try:
-                    await aclose()
-                except Exception:  # noqa: BLE001 - closing a failed stream is best effort
-                    log.debug("closing the inner stream failed", exc_info=True)
+                elif timer is None:
+                    timer = loop.call_later(batch_interval, flush)
+            else:
+                flush()
+                post(_ITEM, item)
+        flush()
+        post(_DONE)
+    except asyncio.CancelledError:
+        # Either the consumer went away (nobody reads this) or the worker stopped while a consumer
+        # still waits: tell it, rather than leave it waiting forever.
+        post(_ERROR, ModelError(f"the call to {model.name} was cancelled: the model worker stopped"))
+        raise
+    except BaseException as exc:  # noqa: BLE001 - handed to the consumer
+        flush()
+        post(_ERROR, exc)
+    finally:
+        if timer is not None:
+            timer.cancel()
+        aclose = getattr(agen, "aclose", None)
+        if aclose is not None:
+            try:
+                await aclose()
+            except Exception:  # noqa: BLE001 - closing a failed stream is best effort
+                log.debug("closing the inner stream failed", exc_info=True)

@@ -1,0 +1,195 @@
+"""ProcessModel: the window's model calls in the model host process (issues 9 and 11: no per-chunk work on
+the GUI's interpreter), through the real litellm path against the loopback stub.
+
+What must hold: the same deltas, response, usage and errors as ``LiteLLMModel`` in-process; a consumer
+that leaves cancels the host's call; a host that dies fails the open call (retryable) and the next call
+starts a new one; the host dies with the app (``kill -9`` included); the API key never reaches the host's
+command line or environment.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.engine.test_models import collect
+from tests.stub_server import StubReply
+from workbench.engine import model_info
+from workbench.engine.messages import Message, ModelDelta, ModelRequest, ModelResponse, ToolSpec
+from workbench.engine.models.litellm_model import LiteLLMModel
+from workbench.engine.models.process_model import ModelHost, ProcessModel
+from workbench.errors import ModelError
+
+ROOT = Path(__file__).resolve().parents[2]
+REQUEST = ModelRequest(
+    system="You are a test.",
+    messages=(Message.user("Say hello"),),
+    tools=(ToolSpec("read_file", "Read a file.", {"type": "object", "properties": {"path": {"type": "string"}}}),),
+    meta={"compression_records": 0, "unpicklable": lambda: None},  # bookkeeping never crosses
+)
+
+
+def inner(url: str, key: str = "sk-process-test", **kw: object) -> LiteLLMModel:
+    kw.setdefault("backoff_base", 0.01)
+    kw.setdefault("timeout", 10.0)
+    return LiteLLMModel("openai/test-model", api_base=url, api_key=key, **kw)  # type: ignore[arg-type]
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    try:  # a zombie (exited, not yet reaped by its parent) is not running
+        return Path(f"/proc/{pid}/stat").read_text().split(") ", 1)[1][0] != "Z"
+    except (OSError, IndexError):
+        return False
+
+
+async def test_the_host_streams_what_litellm_in_process_streams(stub_server) -> None:
+    reply = StubReply(text="Hello there, general Kenobi", chunks=4, usage=(42, 7),
+                      tool_calls=[("read_file", {"path": "a.txt"})])
+    stub_server.script(reply, reply)
+    here_deltas, here = await collect(inner(stub_server.url), REQUEST)
+    deltas, there = await collect(ProcessModel(inner(stub_server.url)), REQUEST)
+    assert "".join(d.text for d in deltas) == "".join(d.text for d in here_deltas) == "Hello there, general Kenobi"
+    assert there.message.content == here.message.content
+    assert [(c.name, c.arguments) for c in there.message.tool_calls] == [("read_file", {"path": "a.txt"})]
+    assert there.usage == here.usage and there.usage.input_tokens == 42 and there.usage.calls == 1
+    assert there.finish_reason == here.finish_reason
+    assert stub_server.requests[1]["messages"] == stub_server.requests[0]["messages"]
+    assert stub_server.requests[1]["tools"] == stub_server.requests[0]["tools"]
+
+
+async def test_a_provider_error_keeps_its_message_status_and_retryable_flag(stub_server) -> None:
+    stub_server.script(StubReply(status=401), StubReply(status=401))
+    with pytest.raises(ModelError) as here:
+        await collect(inner(stub_server.url, max_retries=0))
+    with pytest.raises(ModelError) as there:
+        await collect(ProcessModel(inner(stub_server.url, max_retries=0)))
+    assert str(there.value) == str(here.value) and "openai/test-model" in str(there.value)
+    assert (there.value.retryable, there.value.status) == (here.value.retryable, here.value.status) == (False, 401)
+
+
+async def test_a_consumer_that_leaves_cancels_the_call_and_the_host_goes_on(stub_server) -> None:
+    stub_server.script(StubReply(text="word " * 200, chunks=200, chunk_delay=0.02), StubReply(text="after"))
+    model = ProcessModel(inner(stub_server.url))
+    stream = model.stream(REQUEST)
+    first = await stream.__anext__()
+    assert isinstance(first, ModelDelta)
+    await stream.aclose()  # the engine stops reading (Stop, a cancelled run)
+    host = ModelHost.shared()
+    assert not host._streams, "the call is forgotten here"  # noqa: SLF001
+    _, final = await collect(model)
+    assert final.message.content == "after" and ModelHost.shared() is host
+
+
+async def test_a_host_that_dies_mid_call_fails_it_retryably_and_the_next_call_starts_another(stub_server) -> None:
+    stub_server.script(StubReply(text="word " * 200, chunks=200, chunk_delay=0.02), StubReply(text="again"))
+    model = ProcessModel(inner(stub_server.url))
+    await asyncio.wrap_future(model.warm_up())
+    host = ModelHost.shared()
+    stream = model.stream(REQUEST)
+    assert isinstance(await stream.__anext__(), ModelDelta)
+    os.kill(host.pid, signal.SIGKILL)
+    with pytest.raises(ModelError) as caught:
+        async for _ in stream:
+            pass
+    assert caught.value.retryable and "model process ended" in str(caught.value)
+    _, final = await collect(model)
+    assert final.message.content == "again"
+    assert ModelHost.shared() is not host and ModelHost.shared().pid != host.pid
+
+
+async def test_a_host_that_dies_before_the_first_item_is_replaced_and_the_call_made_again(stub_server) -> None:
+    stub_server.script(StubReply(text="never seen", delay=3.0), StubReply(text="second"))
+    model = ProcessModel(inner(stub_server.url))
+    await asyncio.wrap_future(model.warm_up())
+    host = ModelHost.shared()
+    call = asyncio.ensure_future(collect(model))
+    deadline = time.monotonic() + 10
+    while not stub_server.requests and time.monotonic() < deadline:  # the request is at the server
+        await asyncio.sleep(0.02)
+    os.kill(host.pid, signal.SIGKILL)
+    deltas, final = await call
+    assert final.message.content == "second" and "".join(d.text for d in deltas) == "second"
+    assert len(stub_server.requests) == 2 and ModelHost.shared().pid != host.pid
+
+
+async def test_the_key_never_reaches_the_hosts_command_line_or_environment(stub_server) -> None:
+    key = "sk-only-on-the-pipe-7f3a9c"
+    stub_server.script(StubReply(text="ok"))
+    await collect(ProcessModel(inner(stub_server.url, key=key)))
+    pid = ModelHost.shared().pid
+    assert stub_server.auth[-1] == f"Bearer {key}"  # it was used...
+    for name in ("cmdline", "environ"):
+        assert key.encode() not in Path(f"/proc/{pid}/{name}").read_bytes()  # ...never shown
+
+
+async def test_warm_up_remembers_the_models_window_and_price_for_this_process(stub_server) -> None:
+    """C7's default trigger needs the input window, and a call cut mid-stream is priced (B2) — here, where
+    litellm is not imported in the window's process, from what the host looked up."""
+    model = ProcessModel(LiteLLMModel("openai/gpt-4o-mini", api_base=stub_server.url, api_key="sk-x"))
+    seconds = await asyncio.wrap_future(model.warm_up())
+    assert seconds >= 0 and model_info.known("openai/gpt-4o-mini")
+    assert model_info.context_window("openai/gpt-4o-mini") == 128000
+    per_in, per_out = model_info.prices("openai/gpt-4o-mini")
+    assert 0 < per_in < per_out
+    usage = model.estimate_usage(REQUEST, "word " * 100)
+    assert usage.output_tokens > 50 and usage.unpriced_calls == 0
+    assert usage.cost_usd == pytest.approx(usage.input_tokens * per_in + usage.output_tokens * per_out)
+    unknown = ProcessModel(inner(stub_server.url))  # test-model: litellm has no price for it
+    await asyncio.wrap_future(unknown.warm_up())
+    assert model_info.prices("openai/test-model") is None
+    assert unknown.estimate_usage(REQUEST, "x").unpriced_calls == 1
+
+
+def test_the_host_ends_when_the_app_is_killed(tmp_path: Path, stub_server) -> None:
+    """kill -9 of the window's process: the host sees its stdin close and exits — no call outlives the app."""
+    script = tmp_path / "app.py"
+    script.write_text(textwrap.dedent(f"""
+        import asyncio, sys, time
+        sys.path.insert(0, {str(ROOT)!r})
+        from workbench.engine.models.litellm_model import LiteLLMModel
+        from workbench.engine.models.process_model import ModelHost, ProcessModel
+        model = ProcessModel(LiteLLMModel("openai/test-model", api_base={stub_server.url!r}, api_key="k"))
+        model.warm_up().result(120)
+        print(ModelHost.shared().pid, flush=True)
+        time.sleep(600)
+    """))
+    app = subprocess.Popen([sys.executable, str(script)], stdout=subprocess.PIPE, text=True)
+    try:
+        assert app.stdout is not None
+        host_pid = int(app.stdout.readline())
+        assert _alive(host_pid)
+        app.send_signal(signal.SIGKILL)
+        app.wait(10)
+        deadline = time.monotonic() + 10
+        while _alive(host_pid) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert not _alive(host_pid), "the model host outlived the app"
+    finally:
+        if app.poll() is None:
+            app.kill()
+
+
+def test_the_window_uses_the_host_unless_switched_off(monkeypatch: pytest.MonkeyPatch) -> None:
+    from workbench.config import WorkbenchConfig
+    from workbench.engine.models.threaded import ThreadedModel
+    from workbench.session import make_model
+
+    cfg = WorkbenchConfig(model="openai/test-model", api_base="http://127.0.0.1:9")
+    assert isinstance(make_model(cfg, api_key="k", threaded=True), ProcessModel)
+    assert isinstance(make_model(cfg, api_key="k", host=True), ProcessModel)
+    assert isinstance(make_model(cfg, api_key="k"), LiteLLMModel)  # the CLI and scripts: in-process
+    monkeypatch.setenv("WORKBENCH_MODEL_PROCESS", "0")
+    assert isinstance(make_model(cfg, api_key="k", threaded=True), ThreadedModel)
+    assert isinstance(make_model(cfg, api_key="k", host=True), LiteLLMModel)

@@ -1,0 +1,145 @@
+"""The model host: a child process that makes the window's litellm calls (``process_model.py``).
+
+Why a process (issue 9 and issue 11's latency targets): litellm spends ~100 µs of Python per streamed
+chunk (pydantic objects, its stream wrapper) and its import leaves ~200 MB of objects. On a thread of
+the window's process that work takes turns at the one GIL with the GUI thread, and the window stalls
+for a few ms at every hand-off — 20–40 ms at the 99th percentile with eight sub-agents streaming. Here
+it runs on another interpreter; the window receives only finished, batched items.
+
+The protocol (both ends are this package's code; nothing else writes to these pipes): frames of a
+4-byte big-endian length and a pickle, on the host's stdin (commands) and stdout (replies).
+
+- ``("stream", id, spec, request)``: build ``LiteLLMModel(**spec)`` and stream ``request``; replies
+  ``("item", id, ModelDelta | ModelResponse)``... then ``("done", id)`` or
+  ``("error", id, (message, retryable, status))``.
+- ``("cancel", id)``: stop that stream (the consumer went away); no reply.
+- ``("warm", id, model_name)``: import and warm litellm; replies
+  ``("warmed", id, (seconds, window, prices))`` with the model's input window and price per token from
+  litellm's model info (None where it has none; ``engine/model_info.py`` keeps them in the window).
+
+The host ends when its stdin closes — when the window exits, however it exits (a ``kill -9`` too):
+no model call outlives the app. The API key travels inside ``spec`` on the pipe, never in the host's
+environment or command line, where another process could read it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import pickle
+import struct
+import sys
+import threading
+import time
+from typing import Any, BinaryIO
+
+_HEADER = struct.Struct(">I")
+
+
+def write_frame(out: BinaryIO, message: Any) -> None:
+    """One framed pickle (the caller serialises writers)."""
+    data = pickle.dumps(message, protocol=pickle.HIGHEST_PROTOCOL)
+    out.write(_HEADER.pack(len(data)) + data)
+    out.flush()
+
+
+def read_frame(stream: BinaryIO) -> Any | None:
+    """The next framed message, or None at the end of the stream (or a torn frame)."""
+    head = stream.read(_HEADER.size)
+    if len(head) < _HEADER.size:
+        return None
+    (size,) = _HEADER.unpack(head)
+    data = stream.read(size)
+    if len(data) < size:
+        return None
+    return pickle.loads(data)  # noqa: S301 - our own parent process writes this pipe
+
+
+class Host:
+    """The host's event loop side: one asyncio task per stream."""
+
+    def __init__(self, out: BinaryIO, batch_interval: float = 0.03) -> None:
+        self.out = out
+        self.batch_interval = batch_interval
+        self.loop = asyncio.new_event_loop()
+        self.calls: dict[int, asyncio.Task[None]] = {}
+
+    def post(self, message: Any) -> None:
+        try:
+            write_frame(self.out, message)
+        except (BrokenPipeError, OSError):  # the window is gone: so are we
+            os._exit(0)
+
+    def handle(self, message: Any) -> None:
+        kind, call_id = message[0], message[1]
+        if kind == "stream":
+            self.calls[call_id] = self.loop.create_task(self._stream(call_id, message[2], message[3]))
+        elif kind == "cancel":
+            task = self.calls.pop(call_id, None)
+            if task is not None:
+                task.cancel()
+        elif kind == "warm":
+            self.loop.create_task(self._warm(call_id, message[2]))
+
+    async def _stream(self, call_id: int, spec: dict[str, Any], request: Any) -> None:
+        from workbench.engine.models.litellm_model import LiteLLMModel
+        from workbench.engine.models.threaded import pump_batched
+        from workbench.errors import ModelError
+
+        def post(kind: str, payload: Any = None) -> None:
+            if kind == "item":
+                self.post(("item", call_id, payload))
+            elif kind == "done":
+                self.post(("done", call_id))
+            elif call_id in self.calls:  # an error nobody cancelled
+                exc = payload
+                if isinstance(exc, ModelError):
+                    self.post(("error", call_id, (str(exc), exc.retryable, exc.status)))
+                else:
+                    self.post(("error", call_id, (f"{spec.get('model')}: {type(exc).__name__}: {exc}", False, None)))
+
+        try:
+            await pump_batched(LiteLLMModel(**spec), request, post, self.batch_interval)
+        except asyncio.CancelledError:
+            pass
+        finally:
+            self.calls.pop(call_id, None)
+
+    async def _warm(self, call_id: int, model_name: str) -> None:
+        from workbench.engine import llm_setup
+        from workbench.engine.model_info import look_up
+
+        started = time.perf_counter()
+        try:
+            await llm_setup.warm_up_async()
+        except Exception:  # noqa: BLE001 - a warm-up is an optimisation; the first call reports errors
+            pass
+        window, prices = look_up(llm_setup.import_litellm(), model_name) if model_name else (None, None)
+        self.post(("warmed", call_id, (time.perf_counter() - started, window, prices)))
+
+
+def main() -> int:
+    """Run the host until stdin closes."""
+    os.environ["WORKBENCH_MODEL_HOST"] = "1"
+    commands, replies = sys.stdin.buffer, sys.stdout.buffer
+    sys.stdout = sys.stderr  # nothing but frames may reach the reply pipe
+    host = Host(replies)
+
+    def read() -> None:
+        while True:
+            try:
+                message = read_frame(commands)
+            except Exception:  # noqa: BLE001 - a torn or unreadable frame: the parent is broken or gone
+                message = None
+            if message is None:
+                os._exit(0)  # the window closed (or died): end now, mid-call or not
+            host.loop.call_soon_threadsafe(host.handle, message)
+
+    threading.Thread(target=read, name="model-host-commands", daemon=True).start()
+    asyncio.set_event_loop(host.loop)
+    host.loop.run_forever()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,283 @@
+"""``ProcessModel``: a litellm model whose calls run in the model host process (``model_host.py``).
+
+The window's models use it (``Session.open(threaded_model=True)``): the parent's and every sub-agent's.
+One host per process serves them all (``ModelHost.shared``), started at the first warm-up or call and
+ended with the process (its stdin closes). What crosses back are the items ``ThreadedModel`` would
+yield — text batched every ~30 ms, then one ``ModelResponse`` — delivered by one reader thread with
+``call_soon_threadsafe`` to the loop that asked, so this process does no per-chunk work at all.
+
+Failures keep the ``Model`` contract: the provider's errors come back as ``ModelError`` with the same
+message, retryable flag and status; a host that dies mid-call gives a retryable ``ModelError`` naming
+it, and the next call starts a new host. ``WORKBENCH_MODEL_PROCESS=0`` makes the window keep its calls
+in-process on a worker thread (``ThreadedModel``) instead.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import itertools
+import logging
+import os
+import subprocess
+import sys
+import threading
+from collections.abc import AsyncIterator
+from typing import Any
+
+from workbench.engine.messages import ModelDelta, ModelRequest, ModelResponse
+from workbench.engine.models.litellm_model import LiteLLMModel
+from workbench.engine.models.model_host import read_frame, write_frame
+from workbench.engine.usage import Usage
+from workbench.errors import ModelError
+
+log = logging.getLogger(__name__)
+
+
+def enabled() -> bool:
+    """Whether the window's model calls go to the model host (``WORKBENCH_MODEL_PROCESS``, default on)."""
+    return os.environ.get("WORKBENCH_MODEL_PROCESS", "1").strip().lower() not in ("0", "off", "false", "no")
+
+
+def host_command() -> list[str]:
+    """How to start the host: this interpreter, or the bundle's own executable (PyInstaller)."""
+    if getattr(sys, "frozen", False):
+        return [sys.executable, "__model-host"]
+    return [sys.executable, "-m", "workbench.engine.models.model_host"]
+
+
+class ModelHost:
+    """The client end of one model host process."""
+
+    _shared: ModelHost | None = None
+    _shared_lock = threading.Lock()
+
+    @classmethod
+    def shared(cls) -> ModelHost:
+        """This process's host, started now if none runs (or the last one died)."""
+        with cls._shared_lock:
+            if cls._shared is None or not cls._shared.alive:
+                cls._shared = cls()
+            return cls._shared
+
+    def __init__(self) -> None:
+        self._ids = itertools.count(1)
+        self._write_lock = threading.Lock()
+        self._lock = threading.Lock()
+        # call id -> (the loop that waits, its queue) for streams; call id -> future for warm-ups
+        self._streams: dict[int, tuple[asyncio.AbstractEventLoop, asyncio.Queue[tuple[str, Any]]]] = {}
+        self._warms: dict[int, tuple[concurrent.futures.Future[float], str]] = {}
+        self._dead = False
+        env = {k: v for k, v in os.environ.items() if k != "WORKBENCH_MODEL_PROCESS"}
+        # The host imports this very package, wherever it was imported from (a checkout on sys.path too).
+        package_root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
+        env["PYTHONPATH"] = os.pathsep.join([package_root, *filter(None, [env.get("PYTHONPATH")])])
+        self.process = subprocess.Popen(
+            host_command(), stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=None, env=env,
+            cwd=os.path.expanduser("~") if os.path.isdir(os.path.expanduser("~")) else "/",
+            close_fds=True)
+        self._reader = threading.Thread(target=self._read, name="workbench-model-host", daemon=True)
+        self._reader.start()
+
+    @property
+    def alive(self) -> bool:
+        return not self._dead and self.process.poll() is None
+
+    @property
+    def pid(self) -> int:
+        return self.process.pid
+
+    def send(self, message: Any) -> None:
+        with self._write_lock:
+            assert self.process.stdin is not None
+            write_frame(self.process.stdin, message)
+
+    # --- calls ------------------------------------------------------------------------------------------
+    def open_stream(self, spec: dict[str, Any], request: ModelRequest) -> tuple[int, asyncio.Queue[tuple[str, Any]]]:
+        call_id = next(self._ids)
+        queue: asyncio.Queue[tuple[str, Any]] = asyncio.Queue()
+        with self._lock:
+            if self._dead:
+                raise ModelError(f"{spec.get('model')}: the model process has stopped", retryable=True)
+            self._streams[call_id] = (asyncio.get_running_loop(), queue)
+        try:
+            self.send(("stream", call_id, spec, request))
+        except (OSError, ValueError) as exc:
+            self.close_stream(call_id)
+            raise ModelError(f"{spec.get('model')}: the model process cannot be reached ({exc})",
+                             retryable=True) from exc
+        return call_id, queue
+
+    def close_stream(self, call_id: int, *, cancel: bool = False) -> None:
+        with self._lock:
+            known = self._streams.pop(call_id, None) is not None
+        if cancel and known and not self._dead:
+            try:
+                self.send(("cancel", call_id))
+            except (OSError, ValueError):
+                pass
+
+    def warm(self, model_name: str) -> concurrent.futures.Future[float]:
+        future: concurrent.futures.Future[float] = concurrent.futures.Future()
+        call_id = next(self._ids)
+        with self._lock:
+            self._warms[call_id] = (future, model_name)
+        try:
+            self.send(("warm", call_id, model_name))
+        except (OSError, ValueError) as exc:
+            with self._lock:
+                self._warms.pop(call_id, None)
+            future.set_exception(ModelError(f"the model process cannot be reached ({exc})", retryable=True))
+        return future
+
+    def stop(self, timeout: float = 5.0) -> None:
+        """Close the host's stdin (it exits at once) and wait for it."""
+        try:
+            if self.process.stdin is not None:
+                self.process.stdin.close()
+        except OSError:
+            pass
+        try:
+            self.process.wait(timeout)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.wait(timeout)
+
+    # --- the reader thread ------------------------------------------------------------------------------
+    def _read(self) -> None:
+        out = self.process.stdout
+        assert out is not None
+        while True:
+            try:
+                message = read_frame(out)
+            except Exception:  # noqa: BLE001 - a torn frame: treat as the host's end
+                log.debug("model host: unreadable reply", exc_info=True)
+                message = None
+            if message is None:
+                break
+            kind, call_id = message[0], message[1]
+            if kind == "warmed":
+                with self._lock:
+                    future, model_name = self._warms.pop(call_id, (None, ""))
+                if future is not None and not future.done():
+                    from workbench.engine import model_info
+
+                    seconds, window, prices = message[2]
+                    model_info.remember(model_name, window, prices)  # first: a waiter may ask at once
+                    future.set_result(seconds)
+                continue
+            with self._lock:
+                target = self._streams.get(call_id)
+            if target is not None:
+                self._post(target, (kind, message[2] if len(message) > 2 else None))
+        self._ended()
+
+    @staticmethod
+    def _post(target: tuple[asyncio.AbstractEventLoop, asyncio.Queue[tuple[str, Any]]], item: tuple[str, Any]) -> None:
+        loop, queue = target
+        try:
+            loop.call_soon_threadsafe(queue.put_nowait, item)
+        except RuntimeError:  # that loop has closed: nobody waits
+            pass
+
+    def _ended(self) -> None:
+        """The host's stdout closed: it exited or died. Every open call fails (retryable), once."""
+        code = self.process.poll()
+        with self._lock:
+            self._dead = True
+            streams, self._streams = dict(self._streams), {}
+            warms, self._warms = dict(self._warms), {}
+        why = f"the model process ended (exit code {code})" if code is not None else "the model process ended"
+        for target in streams.values():
+            self._post(target, ("ended", why))
+        for future, _ in warms.values():
+            if not future.done():
+                future.set_exception(ModelError(why, retryable=True))
+
+
+class ProcessModel:
+    """A ``Model`` that runs ``inner`` (a ``LiteLLMModel``) in the model host; see the module."""
+
+    def __init__(self, inner: LiteLLMModel) -> None:
+        self.inner = inner  # estimate_usage and anything else looked through (models/base.py)
+        self.name = inner.name
+
+    def __repr__(self) -> str:
+        return f"ProcessModel({self.inner!r})"
+
+    def _spec(self) -> dict[str, Any]:
+        m = self.inner
+        return {"model": m.model, "api_base": m.api_base, "api_key": m.api_key, "max_retries": m.max_retries,
+                "backoff_base": m.backoff_base, "timeout": m.timeout, "extra": dict(m.extra)}
+
+    def warm_up(self) -> concurrent.futures.Future[float]:
+        """Start the host and have it import and warm litellm (and look up this model's window)."""
+        return ModelHost.shared().warm(self.name)
+
+    def close(self, timeout: float = 5.0) -> None:
+        """Nothing of its own to close: the host is shared by the process's models and ends with it."""
+
+    def estimate_usage(self, request: ModelRequest, text: str) -> Usage:
+        """A call cut mid-stream, estimated (``models/base.estimated_usage``) without importing litellm
+        here: tiktoken counts, priced with what the host's warm-up found (unpriced before it)."""
+        return self.inner._usage(_RememberedPrices(self.name), None, request, text, "", ())  # noqa: SLF001
+
+
+    async def stream(self, request: ModelRequest) -> AsyncIterator[ModelDelta | ModelResponse]:
+        """The host's stream of ``request``. A host that dies before the first item is replaced and the
+        call made again once (nothing was shown, so nothing is repeated); after that, or mid-answer, the
+        call fails with a retryable ``ModelError`` naming it."""
+        request = request.replace(meta={})  # bookkeeping for the engine, never sent
+        for attempt in (1, 2):
+            host = ModelHost.shared()
+            call_id, queue = host.open_stream(self._spec(), request)
+            finished = yielded = False
+            try:
+                while True:
+                    kind, payload = await queue.get()
+                    if kind == "item":
+                        if isinstance(payload, ModelDelta):  # what else is queued too: one UI update a wake-up
+                            batch = [payload]
+                            while not queue.empty() and queue._queue[0][0] == "item" \
+                                    and isinstance(queue._queue[0][1], ModelDelta):  # noqa: SLF001
+                                batch.append(queue.get_nowait()[1])
+                            if len(batch) > 1:
+                                payload = ModelDelta(text="".join(d.text for d in batch),
+                                                     reasoning="".join(d.reasoning for d in batch))
+                        yielded = True
+                        yield payload
+                    elif kind == "ended":
+                        finished = True
+                        if attempt == 1 and not yielded:
+                            log.warning("%s: %s before its first item; calling again in a new one", self.name,
+                                        payload)
+                            break
+                        raise ModelError(f"{self.name}: {payload}", retryable=True)
+                    elif kind == "error":
+                        finished = True
+                        message, retryable, status = payload
+                        raise ModelError(message, retryable=retryable, status=status)
+                    else:
+                        finished = True
+                        return
+            finally:
+                host.close_stream(call_id, cancel=not finished)
+
+
+class _RememberedPrices:
+    """Stands in for litellm in ``LiteLLMModel._usage``: ``cost_per_token`` from ``model_info``."""
+
+    def __init__(self, model_name: str) -> None:
+        self.model_name = model_name
+
+    def cost_per_token(self, *, model: str, prompt_tokens: int, completion_tokens: int,
+                       **_: Any) -> tuple[float, float]:
+        from workbench.engine import model_info
+
+        known = model_info.prices(model)
+        if known is None:
+            raise LookupError(f"no remembered price for {model}")  # priced as unknown, not remembered so
+        return prompt_tokens * known[0], completion_tokens * known[1]
+
+
+__all__ = ["ModelHost", "ProcessModel", "enabled", "host_command"]
