@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -140,9 +141,14 @@ async def test_c9_the_panel_follows_a_run_and_compact_now_summarises_through_the
     qtmodeltester.check(panel.calls)
 
     # Compact now: the summary through the stub, the stats and what was lost
+    readers: list[str] = []  # G13: sizing the thread again after a compaction is never the GUI thread's work
+    figures_of = window.session.context_figures
+    window.session.context_figures = lambda: readers.append(threading.current_thread().name) or figures_of()
     click(qtbot, panel.compact_button)
     assert not panel.compact_button.isEnabled()  # one at a time
     await wait_for(lambda: "Compacted" in panel.compact_status.text(), 20, "the compaction")
+    del window.session.context_figures
+    assert readers and threading.main_thread().name not in readers, readers
     [record] = window.session.compression_records()
     assert record["trigger"] == "manual" and "summarize" in record["strategies"]
     [summary_request] = sent(stub_server, "cheap")

@@ -363,18 +363,32 @@ class ContextPanel(QWidget):
 
     @Slot(dict)
     def on_compression_applied(self, data: dict[str, Any]) -> None:
-        """A compression was stored: its stats and losses; between runs, the smaller figures now."""
+        """A compression was stored: its stats and losses; between runs, the smaller figures now — read
+        on a worker thread like ``reload`` (sizing a 10,000-message thread takes most of a second)."""
         session = self._session
-        record: dict[str, Any] = dict(data)
-        if session is not None:
-            try:
-                records = session.compression_records()
-                if records:
-                    record = records[-1]
-                if not session.running:
-                    self._figures, self._measured = dict(session.context_figures()), False
-            except Exception as e:  # noqa: BLE001 - the store is gone (window closing)
-                log.debug("context panel: compression not read: %s", e)
+        if session is None:
+            self._last = dict(data)
+            self._render()
+            return
+        self.tasks.run(self._read_compression(session, dict(data)))
+
+    async def _read_compression(self, session: Session, data: dict[str, Any]) -> None:
+        running = session.running
+
+        def read() -> tuple[list[dict[str, Any]], dict[str, Any] | None]:
+            figures = None if running else dict(session.context_figures())
+            return list(session.compression_records()), figures
+
+        try:
+            records, figures = await asyncio.to_thread(read)
+        except Exception as e:  # noqa: BLE001 - the store is gone (window closing)
+            log.debug("context panel: compression not read: %s", e)
+            records, figures = [], None
+        if session is not self._session:
+            return  # another thread was attached meanwhile
+        record = records[-1] if records else data
+        if figures is not None:
+            self._figures, self._measured = figures, False
         self._last = record
         if record.get("trigger") == "manual":  # what Compact now did (an automatic one: the headline says)
             before, after = int(record.get("tokens_before") or 0), int(record.get("tokens_after") or 0)
