@@ -91,3 +91,35 @@ def test_bundle_calls_a_model_through_litellm_K1(bundle: Path, tmp_path: Path, s
     measured = [e for e in events if e["type"] == "context_measured"]
     assert measured and measured[0]["tokens"] > 0
     assert stub_server.remaining == 0
+
+
+def test_the_bundles_model_host_streams_a_call_K1(bundle: Path, tmp_path: Path, stub_server: StubServer) -> None:
+    """The window's model calls run in ``workbench __model-host`` (engine/models/process_model.py): the
+    bundle's executable takes that role too, warms litellm (window and price from its bundled list), and
+    streams a call to the stub; it exits when its stdin closes."""
+    from workbench.engine.messages import Message, ModelRequest, ModelResponse
+    from workbench.engine.models.model_host import read_frame, write_frame
+
+    stub_server.script(StubReply(text="pong from the host", usage=(12, 4)))
+    host = subprocess.Popen([str(bundle / "workbench"), "__model-host"], stdin=subprocess.PIPE,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=minimal_env(tmp_path / "home"))
+    try:
+        assert host.stdin is not None and host.stdout is not None
+        write_frame(host.stdin, ("warm", 1, "openai/gpt-4.1-mini"))
+        kind, call_id, (seconds, window, prices) = read_frame(host.stdout)
+        assert (kind, call_id) == ("warmed", 1) and window and prices and prices[0] > 0
+        spec = {"model": "openai/gpt-4.1-mini", "api_base": stub_server.url, "api_key": "sk-test"}
+        write_frame(host.stdin, ("stream", 2, spec, ModelRequest("", (Message.user("ping"),))))
+        replies = []
+        while not replies or replies[-1][0] == "item":
+            replies.append(read_frame(host.stdout))
+        assert replies[-1] == ("done", 2), replies[-1]
+        final = replies[-2][2]
+        assert isinstance(final, ModelResponse) and final.message.content == "pong from the host"
+        assert final.usage.cost_usd and final.usage.cost_usd > 0
+        host.stdin.close()
+        assert host.wait(10) == 0
+    finally:
+        if host.poll() is None:
+            host.kill()
+    assert not errors_in(host.stderr.read().decode() if host.stderr else ""), "the host wrote errors"
