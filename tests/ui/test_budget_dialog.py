@@ -69,6 +69,19 @@ def test_shows_the_limit_the_fields_and_the_held_calls(qtbot: Any) -> None:
     assert set(dialog.allow_spins) == {"total_tokens"}  # only the field at its limit gets an amount
 
 
+def test_the_no_price_note_is_only_for_a_budget_that_caps_cost(qtbot: Any) -> None:
+    """B5: the step limit held on an unpriced model says nothing about prices; a token limit without a
+    cost cap neither. With cost capped (the test above) the note is there."""
+    steps = {"budget": None, "scope": "run", "field": "steps", "spent": 200.0, "limit": 200.0, "priced": False,
+             "fields": {"steps": {"spent": 200.0, "limit": 200.0}}}
+    tokens = {**steps, "field": "total_tokens", "fields": {"total_tokens": {"spent": 150.0, "limit": 100.0}}}
+    for data in (steps, tokens):
+        dialog = BudgetHoldDialog(Question("budget-r1-c1", "budget_hold", {**data, "budgets": [data],
+                                                                           "reason": "run budget reached"}))
+        qtbot.addWidget(dialog)
+        assert dialog.unpriced_label.isHidden(), data["field"]
+
+
 def test_G11_allow_more_must_be_over_zero_and_says_the_total(qtbot: Any) -> None:
     dialog = BudgetHoldDialog(hold())
     qtbot.addWidget(dialog)

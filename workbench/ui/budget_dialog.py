@@ -83,6 +83,12 @@ def _args_text(arguments: Any) -> str:
     return text if len(text) <= _MAX_ARGS_CHARS else text[: _MAX_ARGS_CHARS - 1] + "…"
 
 
+
+def _caps_cost(budget: Mapping[str, Any]) -> bool:
+    """Whether a held budget limits cost (its ``fields``, or the one ``field`` of an older payload)."""
+    fields = budget.get("fields")
+    return "cost_usd" in fields if isinstance(fields, Mapping) and fields else budget.get("field") == "cost_usd"
+
 class BudgetHoldDialog(QDialog):
     """Decide one step's budget holds: allow more, compact and continue (given ``compact``), or stop with a
     reason."""
@@ -129,7 +135,8 @@ class BudgetHoldDialog(QDialog):
         )
         self.unpriced_label.setWordWrap(True)
         self.unpriced_label.setProperty("role", "muted")
-        self.unpriced_label.setVisible(any(b.get("priced") is False for b in self.budgets))
+        # Only where cost is capped: an unpriced model says nothing about a step or token limit.
+        self.unpriced_label.setVisible(any(b.get("priced") is False and _caps_cost(b) for b in self.budgets))
 
         calls_title = QLabel(f"<b>{_html(self._calls_title())}</b>", self)
         self.calls_view = QPlainTextEdit(self)
