@@ -5,6 +5,7 @@ run's matching call does not ask."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from pathlib import Path
 from typing import Any
 
@@ -195,3 +196,31 @@ async def test_Q3_render_the_rule_builder(windows: Any, stub_workspace: Path, st
         approval.grab().save(os.environ["WORKBENCH_SHOT_APPROVAL"])
     click(qtbot, button(builder, "rule_cancel"))
     task.cancel()
+
+
+async def test_Q3_E2_a_command_rule_names_its_levels_as_commands_not_files(
+        windows: Any, stub_workspace: Path, qtbot: Any) -> None:
+    """For a command the three levels are exactly the command, its program and sub-command, its program —
+    worded so, under "Commands:", each with the pattern it saves."""
+    window = await windows(stub_workspace)
+    command = "git commit -m 'fix the parser'"
+    question = Question("approval-c1", "tool_approval",
+                        {"tool": "execute", "arguments": {"command": command},
+                         "reason": f"execute {command}: ask (default for commands)", "rule": "default: ask",
+                         "always": [f"allow execute {command}"]}, call_id="c1")
+    task = asyncio.ensure_future(ask_approvals(window, [question]))
+    approval = await find_dialog("approval_dialog")
+    click(qtbot, button(approval, "make_rule"))
+    builder = await find_dialog("rule_builder")
+    assert builder.subject[0] == "execute" and builder.level_box.isVisible()
+    assert builder.level_label.text() == "Commands:"
+    texts = {level: b.text() for level, b in builder.level_buttons.items()}
+    assert texts["file"].startswith("Exactly this command — git commit"), texts
+    assert texts["folder"] == "This program and sub-command, any arguments — git commit *", texts
+    assert texts["tree"] == "This program, any arguments — git *", texts
+    assert not any("file" in t.lower() or "folder" in t.lower() for t in texts.values())
+    qtbot.keyClick(builder, Qt.Key.Key_Escape)
+    await wait_for(lambda: visible_dialog("rule_builder") is None, what="closed with Esc")
+    qtbot.keyClick(approval, Qt.Key.Key_Escape)
+    with contextlib.suppress(Exception):
+        await asyncio.wait_for(task, 5)

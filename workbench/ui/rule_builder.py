@@ -49,6 +49,12 @@ LEVEL_WORDS = {
     "folder": "Files in this folder",
     "tree": "This folder and everything under it",
 }
+#: The same three levels for a command (E2): the builder maps them to command, sub-command, program.
+COMMAND_LEVEL_WORDS = {
+    "file": "Exactly this command",
+    "folder": "This program and sub-command, any arguments",
+    "tree": "This program, any arguments",
+}
 SCOPE_WORDS = {
     "session": "This session only (until Workbench quits)",
     "project": "This project",
@@ -124,7 +130,8 @@ class RuleBuilderDialog(QDialog):
             self.level_buttons[level] = b
             level_lay.addWidget(b, 0, Qt.AlignmentFlag.AlignLeft)  # a click beside the text does nothing
         self.level_buttons["file"].setChecked(True)
-        form.addRow("Paths:", self.level_box)
+        self.level_label = QLabel("Paths:", self)
+        form.addRow(self.level_label, self.level_box)
 
         # Tool: exactly this one, or a glob.
         self.tool_box = QWidget(self)
@@ -254,12 +261,14 @@ class RuleBuilderDialog(QDialog):
         self.form.setRowVisible(self.tool_box, is_tool)
         self.glob_edit.setEnabled(self.tool_glob.isChecked())
         if not is_tool:
+            words = COMMAND_LEVEL_WORDS if action == "execute" else LEVEL_WORDS
+            self.level_label.setText("Commands:" if action == "execute" else "Paths:")
             for level, b in self.level_buttons.items():
                 try:
                     pattern = self.session.build_rule("allow", action, target, level).pattern
                 except ValueError:
                     pattern = "?"
-                b.setText(f"{LEVEL_WORDS[level]} — {pattern}")
+                b.setText(f"{words[level]} — {pattern}")
         try:
             glob = self.glob_edit.text() if is_tool and self.tool_glob.isChecked() else target
             self.rule = self.session.build_rule(self.effect, action, glob, self.level)
