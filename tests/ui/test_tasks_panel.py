@@ -453,3 +453,38 @@ async def test_d10_render_the_board(windows: Any, tasks_workspace: Any, stub_ser
     assert window.status.tasks_button.text() == "1 task running · 1 waits for you"
     [aborting] = [r for r in panel.model.rows if r.status == "pending"]
     await window.session.abort_task(aborting.id)
+
+
+async def test_d10_an_open_task_transcript_follows_the_running_task_read_off_the_gui_thread(
+        windows: Any, tasks_workspace: Any, stub_server: StubServer, qtbot: Any) -> None:
+    """Opened while the task runs: the transcript shows each new step as it is committed (its tool call,
+    then its answer), and those re-reads happen on a worker thread — a long task's conversation must not
+    stall the window every time it makes progress (G13)."""
+    import threading
+
+    stub_server.script_for("parent", StubReply(tool_calls=[("delegate_to_researcher",
+                                                            {"task": "Dig into the logs", "background": True})]),
+                           StubReply(text="Launched."))
+    stub_server.script_for("researcher",
+                           StubReply(tool_calls=[("ls", {"path": "/project"})], usage=(30, 7), delay=1.0),
+                           StubReply(text="Found it: the disk was full.", usage=(20, 5), delay=1.5))
+    window = await open_window(windows, tasks_workspace())
+    panel = board(window)
+    show(panel)
+    assert await asyncio.wait_for(window.send("Research the logs"), 30) == "done"
+    await wait_for(lambda: panel.model.rowCount() == 1 and panel.model.rows[0].status == "pending", 10, "running")
+    [task] = window.session.tasks()
+    readers: list[str] = []
+    messages_of = window.session.task_messages
+    window.session.task_messages = lambda tid: readers.append(threading.current_thread().name) or messages_of(tid)
+    panel.select(task.id)
+    click(qtbot, panel.open_button)
+    mode = window.task_mode
+    await wait_for(lambda: mode.is_open, 5, "the task's transcript")
+    view = mode.view.view
+    await wait_for(lambda: [r.name for r in view.tool_rows()] == ["ls"], 15, "the task's tool call, live")
+    await wait_for(lambda: view.messages() and view.messages()[-1].text == "Found it: the disk was full.", 15,
+                   "the task's answer, live")
+    del window.session.task_messages
+    refreshes = readers[1:]  # the first read is the click's own
+    assert refreshes and threading.main_thread().name not in refreshes, readers

@@ -14,6 +14,7 @@ another workspace goes back to the thread.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from typing import TYPE_CHECKING, Any
 
@@ -151,6 +152,7 @@ class TaskTranscriptMode(QObject):
         self._reload.setSingleShot(True)
         self._reload.setInterval(RELOAD_MS)
         self._reload.timeout.connect(self.refresh)
+        self._reads = 0  # bumped by each refresh: only the newest read is shown
         self.view.sig_back_requested.connect(self.back)
         self.view.view.sig_decisions_requested.connect(self._review)  # "Review…" on a waiting task
         bridge = window.bridge
@@ -196,19 +198,35 @@ class TaskTranscriptMode(QObject):
         self.view.task_id = None
 
     def refresh(self) -> None:
-        """Read the shown task's messages again."""
+        """Read the shown task's messages again — on a worker thread: it runs while the task streams
+        (every ``RELOAD_MS`` with progress), and a long task's conversation takes a while to read."""
         task_id = self.task_id
         session = self.window.session
         if task_id is None or session is None:
             return
-        try:
+        self._reads += 1
+        from workbench.ui import qt_async
+
+        qt_async.start(self._refresh(session, task_id, self._reads), name="task-transcript-refresh")
+
+    async def _refresh(self, session: Any, task_id: str, ticket: int) -> None:
+        def read() -> tuple[TaskRecord | None, list[Message], list[Question]]:
             task = session.task(task_id)
             if task is None:
-                self.back()
-                return
-            self.view.show_task(task, session.task_messages(task_id), self._pending(session, task))
+                return None, [], []
+            return task, session.task_messages(task_id), self._pending(session, task)
+
+        try:
+            task, messages, pending = await asyncio.to_thread(read)
         except Exception as e:  # noqa: BLE001 - a store closing under a workspace switch
             log.debug("task transcript not refreshed: %s", e)
+            return
+        if ticket != self._reads or self.task_id != task_id or session is not self.window.session:
+            return  # read again since, or another task (or none) is shown now
+        if task is None:
+            self.back()
+            return
+        self.view.show_task(task, messages, pending)
 
     @staticmethod
     def _pending(session: Any, task: TaskRecord) -> list[Question]:
