@@ -24,7 +24,14 @@ measures the peers side by side.
 ``--profile`` runs the same session under cProfile with the in-process ``ScriptedModel`` (no litellm,
 no server), so every sampled frame is harness, and prints the top costs.
 
-    python benchmarks/harness_overhead.py [--steps 500] [--profile] [--tracemalloc] [--json]
+``--call N`` times one streamed ``LiteLLMModel`` call alone at ``N`` messages of history (the session's
+shape: ``ls`` calls and their results), repeated ``--calls`` times: litellm's and the SDK's per-message
+work without the engine. Under callgrind, ``--callgrind`` counts instructions over the timed calls only
+(repeatable on a shared machine, unlike wall time):
+
+    valgrind --tool=callgrind --instr-atstart=no python benchmarks/harness_overhead.py --call 1000 --callgrind
+
+    python benchmarks/harness_overhead.py [--steps 500] [--profile] [--tracemalloc] [--json] [--call N [--calls 20]]
 """
 
 from __future__ import annotations
@@ -61,6 +68,8 @@ permissions:
   rules:
     - {allow: read, path: "/**"}
     - {allow: invoke, tool: ls}
+budget:
+  - {scope: run, limit: {steps: 100000}}  # B5: 500 steps, never held at the default 200
 """
 
 
@@ -152,7 +161,6 @@ async def run_session(ws: Path, model: Any, steps: int) -> dict[str, Any]:
     from workbench.session import Session
 
     session = await Session.open(ws, model=model)
-    session.engine.agent.max_steps = max(session.engine.agent.max_steps, steps + 10)  # 1,000 messages need 500 steps
     try:
         warm = await session.run("Say ready.")
         assert warm.status == "done", warm
@@ -300,6 +308,71 @@ def print_bands(rows: list[dict[str, float]], label: str = "") -> dict[str, dict
     return out
 
 
+def history(n: int) -> tuple[Any, ...]:
+    """``n`` messages shaped like the session's: the user's turn, then ``ls`` calls and their results."""
+    from workbench.engine.messages import Message, ToolCall
+
+    out = [Message.user("List /project 500 times, one ls per step, then say done.")]
+    listing = "\n".join(f"/project/src/mod{k}.py" for k in range(8)) + "\n/project/README.md"
+    for i in range(n):
+        call = ToolCall.parse(f"call_ls_{i}", "ls", {"path": "/project"})
+        out += [Message.assistant("", (call,)), Message.tool(call, listing)]
+    return tuple(out[:n])
+
+
+def one_call(n: int, calls: int, callgrind: bool) -> None:
+    """``--call``: one streamed LiteLLMModel call at ``n`` messages, ``calls`` times after 5 untimed."""
+    from workbench.engine.llm_setup import import_litellm, warm_up
+    from workbench.engine.messages import ModelRequest, ToolSpec
+    from workbench.engine.models.litellm_model import LiteLLMModel
+
+    with tempfile.TemporaryDirectory(prefix="wb-bench-") as tmp:
+        script_file = Path(tmp) / "script.json"
+        reply = {"tool_calls": [["ls", {"path": "/project"}]], "usage": [100, 12]}
+        script_file.write_text(json.dumps([reply] * (calls + 5)), encoding="utf-8")
+        stub, url = start_stub(script_file)
+        try:
+            import_litellm()
+            warm_up()
+            model = LiteLLMModel("openai/test-model", api_base=url, api_key="sk-test")
+            schema = {"type": "object", "properties": {"path": {"type": "string"}}, "required": ["path"]}
+            request = ModelRequest(system="You are a benchmark agent.\n\n" + "x" * 2000, messages=history(n),
+                                   tools=(ToolSpec("ls", "List a folder", schema),
+                                          ToolSpec("read_file", "Read a file", schema)))
+
+            async def run() -> tuple[list[float], list[float]]:
+                async def call() -> None:
+                    async for _ in model.stream(request):
+                        pass
+
+                for _ in range(5):
+                    await call()
+                if callgrind:
+                    subprocess.run(["callgrind_control", "-i", "on", str(os.getpid())], check=True,
+                                   capture_output=True)
+                walls, cpus = [], []
+                for _ in range(calls):
+                    t0, c0 = time.perf_counter(), time.thread_time()
+                    await call()
+                    walls.append(time.perf_counter() - t0)
+                    cpus.append(time.thread_time() - c0)
+                if callgrind:
+                    subprocess.run(["callgrind_control", "-i", "off", str(os.getpid())], check=True,
+                                   capture_output=True)
+                return walls, cpus
+
+            walls, cpus = asyncio.run(run())
+        finally:
+            stub.terminate()
+            stub.wait(10)
+    load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
+    print(f"one streamed LiteLLMModel call at {n} messages, {calls} calls (load average {load:.1f}): wall median "
+          f"{statistics.median(walls) * 1000:.2f} ms (min {min(walls) * 1000:.2f}), main-thread CPU median "
+          f"{statistics.median(cpus) * 1000:.2f} ms")
+    if callgrind:
+        print(f"instructions: the callgrind total over these {calls} calls, ÷ {calls}")
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--steps", type=int, default=500, help="500 steps reach 1,000 messages of history")
@@ -309,7 +382,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--skip-litellm-logging", action="store_true",
                         help="diagnostic: drop litellm's post-call success-logging task (see the function's doc)")
     parser.add_argument("--json", action="store_true", help="print the per-step rows as JSON too")
+    parser.add_argument("--call", type=int, metavar="N", help="time one streamed LiteLLMModel call at N messages")
+    parser.add_argument("--calls", type=int, default=20, help="with --call: how many timed calls")
+    parser.add_argument("--callgrind", action="store_true",
+                        help="with --call under valgrind --tool=callgrind --instr-atstart=no: count the timed calls")
     args = parser.parse_args(argv)
+    if args.call is not None:
+        with tempfile.TemporaryDirectory(prefix="wb-bench-") as tmp:
+            isolate(Path(tmp))
+            one_call(args.call, args.calls, args.callgrind)
+        return 0
 
     with tempfile.TemporaryDirectory(prefix="wb-bench-") as tmp:
         base = Path(tmp)

@@ -29,6 +29,12 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
+# ``python benchmarks/peer_sides.py`` puts this folder first on sys.path, where benchmarks/mcp.py would
+# stand in for the ``mcp`` package a peer imports (openai-agents: "'mcp' is not a package"). Nothing
+# here imports a sibling script.
+_HERE = str(Path(__file__).resolve().parent)
+sys.path[:] = [p for p in sys.path if not p or str(Path(p).resolve()) != _HERE]
+
 MODEL = "test-model"
 KEY = "sk-bench"  # the stub ignores it; SDKs refuse to start without one
 SYSTEM = "You are a benchmark agent. Use the ls tool when asked to list a folder."

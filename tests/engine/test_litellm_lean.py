@@ -128,6 +128,40 @@ print("call", r.message.tool_calls[0].name, r.message.tool_calls[0].raw_argument
     assert lines["usage"] == "321 12" and lines["call"] == 'ls {"path":"/project"}'
 
 
+def test_a_finished_stream_is_rebuilt_once_while_no_callback_listens(tmp_path, stub_server):
+    """Issue 9: litellm ends a stream with usage through its finaliser twice and rebuilt the whole
+    response both times; with no callback the second is given the first's (same usage, same calls),
+    with a callback registered it rebuilds as litellm intends."""
+    stub_server.script(*({"text": "", "tool_calls": [["ls", {"path": f"/p{i}"}]], "usage": [321 + i, 12]}
+                         for i in range(2)))
+    code = f"""
+import asyncio
+from workbench.engine.llm_setup import import_litellm
+from workbench.engine.messages import Message, ModelRequest
+from workbench.engine.models.base import complete
+from workbench.engine.models.litellm_model import LiteLLMModel
+litellm = import_litellm()
+built = []
+original = litellm.stream_chunk_builder
+def counting(**kwargs):
+    built.append(1)
+    return original(**kwargs)
+litellm.stream_chunk_builder = counting
+model = LiteLLMModel("openai/test-model", {stub_server.url!r}, "sk-test")
+def call():
+    built.clear()
+    r = asyncio.run(complete(model, ModelRequest(system="s", messages=(Message.user("hi"),))))
+    return f"{{len(built)}} {{r.usage.input_tokens}} {{r.usage.output_tokens}} {{r.message.tool_calls[0].raw_arguments}}"
+print("idle", call())
+litellm.success_callback.append(lambda *a, **k: None)
+print("listening", call())
+"""
+    out = run_python(code, tmp_path)
+    lines = dict(line.split(" ", 1) for line in out.stdout.strip().splitlines())
+    assert lines["idle"] == '1 321 12 {"path": "/p0"}', out.stdout + out.stderr
+    assert lines["listening"].startswith("2 322 12 "), out.stdout + out.stderr
+
+
 async def test_a_call_made_during_a_warm_up_waits_for_it(stub_server, monkeypatch):
     """litellm imports modules lazily inside a call: a real call racing the warm-up's own call could
     meet a half-imported module, so a first call waits until no warm-up call is in flight."""

@@ -302,7 +302,8 @@ def test_v1_the_prompt_log_stores_any_text(tmp_path: Path) -> None:
         log = PromptLog(store)
         odd = "bad \udcff surrogate, NUL \x00 and " + "x" * 2_000_000
         request = ModelRequest(system=odd, messages=(Message.user(odd, task_notice="t:1"),))
-        log.record("th", "run", 1, [PromptPart("section odd (X)", odd)], request, 1, 0, "m", None, "ok")
+        # the notice is inserted before an empty stored history (0 stored messages, as delegation inserts)
+        log.record("th", "run", 1, [PromptPart("section odd (X)", odd)], request, 0, 0, "m", None, "ok")
         [call] = log.calls("th")
         assert log.text(call["system"][0]["hash"]).endswith("x" * 100)
         assert len(log.text(call["injected"][0]["hash"])) > 2_000_000

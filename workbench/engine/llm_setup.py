@@ -79,6 +79,7 @@ def _configure(litellm: ModuleType) -> None:
     _skip_idle_success_logging(litellm)
     _skip_idle_cost_calculation(litellm)
     _build_final_response_inline(litellm)
+    _lighten_per_message_passes()
     # litellm logs a WARNING per unpriced model and per retry; the workbench reports those itself.
     for name in ("LiteLLM", "LiteLLM Router", "LiteLLM Proxy", "litellm"):
         logging.getLogger(name).setLevel(logging.ERROR)
@@ -164,15 +165,261 @@ def _build_final_response_inline(litellm: ModuleType) -> None:
         return
 
     async def build(self: Any) -> Any:
+        # With ``include_usage`` litellm ends a stream through ``_finalize_completed_stream`` twice (once
+        # to yield the usage chunk, once to stop) and rebuilt the whole response each time (~0.9 ms a
+        # call). The chunks are the same both times; while no callback would receive the response, the
+        # second time is given the first one's (kept on the wrapper: it ends with the stream).
+        memo = getattr(self, "_workbench_built", None)
+        if memo is not None and memo[0] == len(self.chunks) and not _has_callbacks(litellm):
+            return memo[1]
         try:
-            return litellm.stream_chunk_builder(chunks=self.chunks, messages=self.messages,
-                                                logging_obj=self.logging_obj,
-                                                count_prompt_tokens=self.count_prompt_tokens)
+            built = litellm.stream_chunk_builder(chunks=self.chunks, messages=self.messages,
+                                                 logging_obj=self.logging_obj,
+                                                 count_prompt_tokens=self.count_prompt_tokens)
         except Exception as e:  # noqa: BLE001 - as litellm's own: a failed rebuild is reported, not raised
             return self._builder_failure_response(e)
+        if built is not None and not _has_callbacks(litellm):
+            self._workbench_built = (len(self.chunks), built)
+        return built
 
     build._workbench_inline = True  # type: ignore[attr-defined]
     CustomStreamWrapper._async_build_complete_streaming_response = build  # type: ignore[method-assign]
+
+
+# --- litellm's passes over every message of every request (issue 9) ------------------------------------
+#
+# Before a request leaves, litellm (1.110) walks the whole history several times, each pass written for
+# any input (pydantic messages, content parts, Gemini thought signatures, Anthropic tool search,
+# developer messages, PDFs): copying every message to strip thought signatures, copying it again to drop
+# None fields, validating each through pydantic models to look for tool-search calls, rebuilding the
+# list to hoist developer messages, looking for PDF parts. At 1,000 messages that is ~5 ms a call on the
+# executor thread ``acompletion`` waits for. Each pass below keeps litellm's function and gains a fast
+# path taken only when the input is plain — dicts with string roles, string contents, dict tool calls —
+# and the original would find nothing to do; anything else (a pydantic message, content parts, a
+# developer message, a tool id that could be a tool search or carries a thought signature) runs the
+# original. Each is patched only where litellm's function is the one this was written against (the
+# names its code uses); another litellm version keeps its own.
+
+_PLAIN_ROLES = frozenset({"system", "user", "assistant", "tool"})
+#: litellm's Gemini thought-signature separator in tool-call ids (None: the patch is not installed).
+_signature_separator: str | None = None
+
+
+class OwnMessages(list):  # type: ignore[type-arg]
+    """One call's messages, built for it alone by ``LiteLLMModel`` (no other code holds these dicts),
+    with no tool-call id carrying a thought signature: litellm's copy of every message to strip the
+    signatures has nothing to strip, and nobody to protect from its later in-place edits."""
+
+    __slots__ = ()
+
+
+def own_messages(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """``messages`` (dicts made for this one call) as ``OwnMessages`` when no tool-call id in them carries
+    a thought signature; else unchanged, and litellm strips the signatures as before."""
+    sep = _signature_separator
+    if sep is None:
+        return messages
+    for m in messages:
+        call_id = m.get("tool_call_id")
+        if call_id is not None and sep in call_id:
+            return messages
+        for call in m.get("tool_calls") or ():
+            if sep in call["id"]:
+                return messages
+    return OwnMessages(messages)
+
+
+def _names(code: Any) -> set[str]:
+    """The global and attribute names a function's code uses, its comprehensions' included."""
+    names = set(code.co_names)
+    for const in code.co_consts:
+        if hasattr(const, "co_names"):
+            names |= _names(const)
+    return names
+
+
+def _install(module_name: str, attr: str, needs: set[str], make: Any, *also: str) -> bool:
+    """Replace ``module.attr`` with ``make(original)`` when the original's code names ``needs`` (the
+    version this was written against); ``also``: other modules that imported the same function."""
+    import importlib
+
+    try:
+        module = importlib.import_module(module_name)
+    except Exception:  # noqa: BLE001 - a litellm without this module keeps its own path
+        return False
+    original = getattr(module, attr, None)
+    code = getattr(original, "__code__", None)
+    if getattr(original, "_workbench_fast", False):
+        return True  # installed already
+    if original is None or code is None:
+        return False
+    if not needs <= _names(code):
+        return False
+    fast = make(original)
+    fast._workbench_fast = True
+    fast.__wrapped__ = original
+    setattr(module, attr, fast)
+    for other in also:
+        try:
+            other_module = importlib.import_module(other)
+        except Exception:  # noqa: BLE001
+            continue
+        if getattr(other_module, attr, None) is original:
+            setattr(other_module, attr, fast)
+    return True
+
+
+def _lighten_per_message_passes() -> None:
+    """Install the fast paths described above (idempotent; each one only over the code it knows)."""
+    _fast_thought_signatures()
+    _install("litellm.utils", "validate_and_fix_openai_messages",
+             {"jsonify_tools", "convert_to_dict", "cleanup_none_field_in_message",
+              "validate_chat_completion_user_messages"}, _fast_validate, "litellm.main")
+    _install("litellm.llms.openai.chat.gpt_transformation", "translate_developer_role_for_openai_compatible_endpoint",
+             {"map_developer_role_to_system_role", "hoist_developer_messages_into_leading_system_message"},
+             _fast_developer_roles, "litellm.llms.openai.openai")
+    _fast_tool_search()
+    _install("litellm.main", "messages_have_pdf_file_part", {"_has_pdf_file_part"}, _fast_pdf_parts)
+    _fast_openai_transform()
+
+
+def _fast_thought_signatures() -> None:
+    """``_remove_thought_signatures_from_messages`` copies every message (and call) of every request to
+    strip Gemini signatures from tool-call ids, for any model but Gemini: an ``OwnMessages`` list was
+    checked for signatures when it was built, and only this call holds its dicts, so it passes as it is."""
+    global _signature_separator
+    try:
+        from litellm.litellm_core_utils.prompt_templates.factory import THOUGHT_SIGNATURE_SEPARATOR as sep
+    except ImportError:
+        return
+    if not isinstance(sep, str) or not sep:
+        return
+
+    def make(original: Any) -> Any:
+        def remove(messages: Any, thought_signature_separator: str) -> Any:
+            if type(messages) is OwnMessages and thought_signature_separator == _signature_separator:
+                return messages
+            return original(messages, thought_signature_separator)
+        return remove
+
+    if _install("litellm.utils", "_remove_thought_signatures_from_messages",
+                {"_process_assistant_message_tool_calls", "_process_tool_message_id"}, make):
+        _signature_separator = sep
+
+
+def _fast_validate(original: Any) -> Any:
+    def validate_and_fix_openai_messages(messages: Any) -> Any:
+        # The original: a role for each message, tool calls copied, None fields dropped (a new dict
+        # each), user contents checked. For plain dicts that is one comprehension a message.
+        out = []
+        for m in messages:
+            if type(m) is not dict or not m.get("role"):
+                return original(messages=messages)
+            clean = {k: v for k, v in m.items() if v is not None}
+            calls = clean.get("tool_calls")
+            if calls:
+                if type(calls) is not list or any(type(c) is not dict for c in calls):
+                    return original(messages=messages)
+                clean["tool_calls"] = [c.copy() for c in calls]
+            if clean["role"] == "user" and type(clean.get("content")) is not str:
+                return original(messages=messages)
+            out.append(clean)
+        return out
+    return validate_and_fix_openai_messages
+
+
+def _fast_developer_roles(original: Any) -> Any:
+    def translate(messages: Any, **kwargs: Any) -> Any:
+        # No developer message and at most one system message: nothing to map, hoist or fold, and the
+        # original returns the same messages in a new list.
+        try:
+            roles = [m["role"] for m in messages]
+        except Exception:  # noqa: BLE001 - not plain: the original says what is wrong
+            return original(messages, **kwargs)
+        if not _PLAIN_ROLES.issuperset(roles) or roles.count("system") > 1:
+            return original(messages, **kwargs)
+        return list(messages)
+    return translate
+
+
+def _fast_tool_search() -> None:
+    """A tool-search call's id starts with Anthropic's server-tool prefix (``is_anthropic_tool_search_use``):
+    with no such id among the assistant messages' calls there is no unanswered one, and no pydantic
+    validation of every message and call to find that out."""
+    try:
+        from litellm.litellm_core_utils.prompt_templates.mid_conversation_system import is_anthropic_tool_search_use
+        from litellm.types.llms.anthropic import ANTHROPIC_SERVER_TOOL_USE_ID_PREFIX as prefix
+    except ImportError:
+        return
+    if not isinstance(prefix, str) or not prefix or \
+            "ANTHROPIC_SERVER_TOOL_USE_ID_PREFIX" not in _names(is_anthropic_tool_search_use.__code__):
+        return
+
+    def make(original: Any) -> Any:
+        def unanswered_tool_search_call_ids(messages: Any) -> Any:
+            for m in messages:
+                if type(m) is not dict:
+                    return original(messages)
+                if m.get("role") != "assistant":
+                    continue
+                for call in m.get("tool_calls") or ():
+                    if type(call) is not dict:
+                        return original(messages)
+                    call_id = call.get("id")
+                    if not isinstance(call_id, str) or call_id.startswith(prefix):
+                        return original(messages)
+            return frozenset()
+        return unanswered_tool_search_call_ids
+
+    _install("litellm.responses.litellm_completion_transformation.tool_search", "unanswered_tool_search_call_ids",
+             {"tool_search_call_ids", "_tool_result_ids"}, make)
+
+
+def _fast_pdf_parts(original: Any) -> Any:
+    def messages_have_pdf_file_part(messages: Any) -> bool:
+        # A PDF is a content part: string contents have none.
+        for m in messages:
+            if type(m) is not dict or isinstance(m.get("content"), list):
+                return bool(original(messages))
+        return False
+    return messages_have_pdf_file_part
+
+
+def _fast_openai_transform() -> None:
+    """``OpenAIGPTConfig._transform_messages`` rewrites content parts (tool references and media in tool
+    results, user image parts): with string contents everywhere — and litellm's own part handlers, not a
+    subclass's — it returns the same messages in a new list."""
+    try:
+        from litellm.llms.openai.chat.gpt_transformation import OpenAIGPTConfig
+    except ImportError:
+        return
+    original = OpenAIGPTConfig.__dict__.get("_transform_messages")
+    code = getattr(original, "__code__", None)
+    if original is None or code is None or getattr(original, "_workbench_fast", False):
+        return
+    if not {"drop_tool_reference_parts_from_tool_messages", "hoist_images_from_tool_messages",
+            "_user_message_for_openai"} <= _names(code):
+        return
+    plain = (OpenAIGPTConfig._user_message_for_openai, OpenAIGPTConfig._async_user_message_for_openai,
+             OpenAIGPTConfig._user_content_parts)
+
+    def transform(self: Any, messages: Any, model: str, is_async: bool = False) -> Any:
+        cls = type(self)
+        if (cls._user_message_for_openai, cls._async_user_message_for_openai, cls._user_content_parts) != plain:
+            return original(self, messages, model, is_async)
+        for m in messages:
+            if type(m) is not dict or isinstance(m.get("content"), list):
+                return original(self, messages, model, is_async)
+        out = list(messages)
+        if is_async:
+            async def done() -> Any:
+                return out
+            return done()
+        return out
+
+    transform._workbench_fast = True  # type: ignore[attr-defined]
+    transform.__wrapped__ = original  # type: ignore[attr-defined]
+    OpenAIGPTConfig._transform_messages = transform  # type: ignore[method-assign]
 
 
 def _freeze_import_heap() -> None:

@@ -81,9 +81,14 @@ class PromptLog:
 
         system = [{"label": p.label, "hash": ref(p.text), "cacheable": p.cacheable} for p in parts if p.text]
         injected = []
-        for pos, m in enumerate(request.messages):
-            if "task_notice" in m.meta:
-                injected.append({"pos": pos, "hash": ref(m.content), "label": f"task notice ({m.meta['task_notice']})"})
+        # A request is the first ``stored_count`` messages through the compression records plus what a
+        # wrapper inserted (see ``rebuild``): with no record and no more messages than stored, nothing was
+        # inserted, and the usual step skips a pass over the whole history (issue 9: 1,000 messages).
+        if records_count or len(request.messages) != stored_count:
+            for pos, m in enumerate(request.messages):
+                if "task_notice" in m.meta:
+                    injected.append({"pos": pos, "hash": ref(m.content),
+                                     "label": f"task notice ({m.meta['task_notice']})"})
         key = tuple((t.name, t.description, id(t.parameters)) for t in request.tools)
         cached = self._tools if self._tools is not None and self._tools[0] == key else None
         if cached is None:

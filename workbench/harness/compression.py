@@ -30,6 +30,7 @@
 
 from __future__ import annotations
 
+import itertools
 import json
 import re
 import time
@@ -86,11 +87,14 @@ class Plan:
                 "time": time.time(), "lost": lost}
 
 
-def compressed_view(messages: Sequence[Message], records: Sequence[Mapping[str, Any]], cap: int = 0) -> list[Message]:
+def compressed_view(messages: Sequence[Message], records: Sequence[Mapping[str, Any]], cap: int = 0, *,
+                    checked: int = 0) -> list[Message]:
     """The model's view of a stored history (C5): every record's operations applied in order, every
     tool response capped at ``cap`` characters (C3; 0 = no cap). Pure: the stored messages are not
-    changed; the same inputs give the same view."""
-    if not records and not any(m.role == "tool" and cap and len(m.content) > cap for m in messages):
+    changed; the same inputs give the same view. ``checked``: the first ``checked`` messages are known
+    to be within the cap (the middleware remembers it between steps, so a step checks only new ones)."""
+    if not records and not (cap and any(m.role == "tool" and len(m.content) > cap
+                                        for m in itertools.islice(messages, checked, None))):
         return list(messages)  # nothing to change: the common case, every step of a short thread
     lead = _leading_system(messages)
     replaced: dict[int, str] = {}
@@ -364,6 +368,7 @@ class CompressionMiddleware(AgentMiddleware):
         self._window: int | None = None
         self._model_name = ""
         self._last: dict[str, tuple[int, int]] = {}  # thread -> (reported input tokens, view length then)
+        self._checked: dict[str, tuple[int, Message, int]] = {}  # thread -> (n within the cap, messages[n-1], cap)
         self._warned: set[str] = set()
         self._forced: set[str] = set()
         self._sums: dict[str, tuple[int, int, int, int]] = {}  # thread -> (records, view length, tokens by role)
@@ -398,7 +403,8 @@ class CompressionMiddleware(AgentMiddleware):
             return await call_next(request)
         messages = list(request.messages)
         records = self.records_store.records(ctx.thread_id)
-        view = compressed_view(messages, records, self.config.max_tool_response_chars)
+        view = compressed_view(messages, records, self.config.max_tool_response_chars,
+                               checked=self._within_cap(ctx.thread_id, messages))
         fixed = estimate([Message.system(request.system)]) + _schema_tokens(request)
         size = self._size(ctx.thread_id, view, fixed)
         forced = ctx.thread_id in self._forced
@@ -446,6 +452,23 @@ class CompressionMiddleware(AgentMiddleware):
         return {"tokens": size, "trigger": self.trigger, "window": self._window, "messages": len(view),
                 "parts": {"system_prompt": estimate((Message.system(request.system),)), "messages": msgs,
                           "tool_results": tools, "tool_schemas": _schema_tokens(request)}}
+
+    def _within_cap(self, thread_id: str, messages: list[Message]) -> int:
+        """How many leading ``messages`` are known to be within the tool-response cap (C3). Remembered
+        from the thread's previous step: within a run the history is the same message objects, only
+        longer (append-only), so a step checks its new messages, not all 1,000 of them (issue 9)."""
+        cap = self.config.max_tool_response_chars
+        if not cap:
+            return 0
+        known = self._checked.get(thread_id)
+        n = 0
+        if known is not None and known[2] == cap and 0 < known[0] <= len(messages) and messages[known[0] - 1] is known[1]:
+            n = known[0]
+        while n < len(messages) and not (messages[n].role == "tool" and len(messages[n].content) > cap):
+            n += 1
+        if n:
+            self._checked[thread_id] = (n, messages[n - 1], cap)
+        return n
 
     def _size(self, thread_id: str, view: Sequence[Message], fixed: int) -> int:
         last = self._last.get(thread_id)

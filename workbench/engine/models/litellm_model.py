@@ -182,10 +182,18 @@ class LiteLLMModel:
 
     # --- the call --------------------------------------------------------------------------
 
+    @staticmethod
+    def _messages(request: ModelRequest) -> list[dict[str, Any]]:
+        """The request's messages for one attempt: new dicts each time, marked as this call's own
+        (``llm_setup.own_messages``) so litellm need not copy every one of them first (issue 9)."""
+        from workbench.engine.llm_setup import own_messages
+
+        return own_messages(request.to_openai_messages())
+
     def _kwargs(self, request: ModelRequest) -> dict[str, Any]:
         kwargs: dict[str, Any] = {
             "model": self.model,
-            "messages": request.to_openai_messages(),
+            "messages": self._messages(request),
             "tools": [t.to_openai() for t in request.tools] or None,
             "stream": True,
             "stream_options": {"include_usage": True},
@@ -211,6 +219,8 @@ class LiteLLMModel:
         while True:
             attempt += 1
             yielded = False
+            if attempt > 1:  # litellm may have edited the last attempt's dicts in place: never resend them
+                kwargs["messages"] = self._messages(request)
             attempt_stream = self._attempt(litellm, kwargs, request)
             try:
                 try:
