@@ -2,7 +2,9 @@
 
 For this project that is the CLI, ``workbench run --workspace W --model openai/test-model --api-base
 URL "hi"`` (the project venv's ``workbench`` script; ``--module`` runs ``python -m workbench``
-instead); for each peer its shortest script that builds its agent and sends "hi" as one streamed
+instead), twice: as it runs once the shared model host is up (the untimed first start starts it; it
+keeps litellm imported between commands), and with ``WORKBENCH_MODEL_DAEMON=0`` (litellm imported in
+the command: the first command after a login or after the host's idle time); for each peer its shortest script that builds its agent and sends "hi" as one streamed
 request (``benchmarks/peer_sides.py first <peer>``, in the peer's throw-away venv — see
 ``benchmarks/peers.py``); and, for reference, the same with a bare openai SDK client and with
 ``http.client`` (interpreter start-up plus the least a request needs).
@@ -46,8 +48,12 @@ from peer_envs import (  # noqa: E402 - the benchmarks folder is not a package
 
 TARGET_RATIO = 1.0
 PROJECT = "workbench"
+#: The same command with no shared model host running (WORKBENCH_MODEL_DAEMON=0: litellm imported in the
+#: command itself) — what the first `workbench run` after a login, or after the host's idle time, costs.
+COLD = "workbench-cold"
 LABELS = {
-    PROJECT: "this project: workbench run",
+    PROJECT: "this project: workbench run (shared host up)",
+    COLD: "this project: workbench run, no shared host",
     "deepagents": "deepagents",
     "pydantic-ai": "pydantic-ai",
     "openai-agents": "openai-agents",
@@ -88,6 +94,22 @@ def one_run(stub: Stub, cmd: list[str], env: dict[str, str], cwd: Path, timeout:
     return arrived - started, exited
 
 
+def stop_shared_hosts(runtime: Path) -> None:
+    """End the shared model hosts this run started (their sockets are under ``runtime``)."""
+    import signal
+    import socket
+    import struct
+
+    for path in (runtime / "workbench").glob("*.sock"):
+        try:
+            with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
+                sock.connect(str(path))
+                creds = sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i"))
+            os.kill(struct.unpack("3i", creds)[0], signal.SIGTERM)
+        except OSError:
+            pass
+
+
 def _tail(text: str, lines: int = 6) -> str:
     return " | ".join(ln.strip() for ln in (text or "").strip().splitlines()[-lines:]) or "(empty)"
 
@@ -104,7 +126,9 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
 
     sides = [s.strip() for s in args.sides.split(",") if s.strip()]
-    unknown = set(sides) - {PROJECT, *PEERS, *REFERENCES}
+    if PROJECT in sides and COLD not in sides:
+        sides.insert(sides.index(PROJECT) + 1, COLD)
+    unknown = set(sides) - {PROJECT, COLD, *PEERS, *REFERENCES}
     if unknown:
         parser.error(f"unknown sides {sorted(unknown)}; known: {', '.join([PROJECT, *PEERS, *REFERENCES])}")
     pythons, skipped = prepare([s for s in sides if s in PEERS], latest=args.latest, fresh=args.fresh)
@@ -121,11 +145,15 @@ def main(argv: list[str] | None = None) -> int:
         ws.mkdir()
         (ws / "README.md").write_text("# First request\n", encoding="utf-8")
         env = child_env(base / "user", OPENAI_API_KEY="sk-bench")
+        runtime = base / "rt"  # the shared model host's socket folder (private, short), ended below
+        runtime.mkdir(mode=0o700)
+        env.update(XDG_RUNTIME_DIR=str(runtime), WORKBENCH_MODEL_DAEMON="1", WORKBENCH_MODEL_DAEMON_IDLE="120")
+        envs = {COLD: {**env, "WORKBENCH_MODEL_DAEMON": "0"}}
         stub = Stub.start(log_arrivals=True)
         try:
             commands = {}
             for side in sides:
-                if side == PROJECT:
+                if side in (PROJECT, COLD):
                     commands[side] = project_command(stub.url, ws, args.module)
                 elif side not in skipped:
                     python = pythons.get(side, project_python())
@@ -136,7 +164,7 @@ def main(argv: list[str] | None = None) -> int:
                     if rnd > 0 and not times[side] and failures[side]:
                         continue  # it failed every time so far, the warm-up included
                     try:
-                        first, exited = one_run(stub, cmd, env, base, args.timeout)
+                        first, exited = one_run(stub, cmd, envs.get(side, env), base, args.timeout)
                     except RuntimeError as exc:
                         failures[side].append(f"{'warm-up' if rnd == 0 else f'run {rnd}'}: {exc}")
                         print(f"{'warm-up' if rnd == 0 else f'run {rnd}':<8} {side:<14} FAILED: {exc}", flush=True)
@@ -147,6 +175,7 @@ def main(argv: list[str] | None = None) -> int:
                           f"{first:.3f} s (exited after {exited:.3f} s)", flush=True)
         finally:
             stub.stop()
+            stop_shared_hosts(runtime)
 
     print()
     print(f"{'side':<44} {'best s':>8} {'median s':>9}")

@@ -23,6 +23,9 @@ def _isolated_env(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.
     # W1: tests write their own workbench.yaml (stub api_base, allow rules) — the CI case the variable is
     # for. Tests of workspace trust itself remove it (tests/engine/test_trust.py, `untrusted` fixture).
     monkeypatch.setenv("WORKBENCH_TRUST", "1")
+    # `workbench run` commands share a model host that outlives them (shared_host.py): tests keep their
+    # calls in-process unless they test that host (tests/e2e/test_shared_host.py), so none lingers.
+    monkeypatch.setenv("WORKBENCH_MODEL_DAEMON", "0")
 
 
 @pytest.fixture(scope="session")

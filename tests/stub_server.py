@@ -100,6 +100,7 @@ class StubServer:
         self.port = port
         self.requests: list[dict[str, Any]] = []
         self.auth: list[str] = []  # each request's Authorization header, in order
+        self.abandoned = 0  # streams the client went away from before their end
         self._script: deque[StubReply] = deque()
         self._by_model: dict[str, deque[StubReply]] = {}  # script_for: replies for one model name
         self._lock = threading.Lock()
@@ -151,6 +152,7 @@ class StubServer:
             self._by_model.clear()
             self.requests.clear()
             self.auth.clear()
+            self.abandoned = 0
             self.arrivals.clear()
             self.peers.clear()
             self._served = 0
@@ -373,7 +375,13 @@ class StubServer:
             await self._send_all(reply, send, chunk, include_usage, body, created, model)
             await resp.write_eof()
         except ConnectionResetError:  # scripted drop, or the client gave up (a timeout test)
-            pass
+            if reply.drop_after is None:
+                with self._lock:
+                    self.abandoned += 1
+        except asyncio.CancelledError:
+            with self._lock:
+                self.abandoned += 1
+            raise
         return resp
 
     async def _send_all(

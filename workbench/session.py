@@ -32,12 +32,16 @@ EventListener = Callable[[Event], None]
 
 
 def make_model(config: WorkbenchConfig, *, api_key: str | None = None, threaded: bool = False,
-               host: bool = False) -> Model:
+               host: bool = False, shared: bool = False) -> Model:
     """The model the config names: ``demo`` is the offline scripted one, anything else goes to litellm.
 
     ``threaded`` (the window's own model) or ``host`` (its sub-agents'): the calls run in the model host
     process (``ProcessModel``), off the GUI's interpreter; with ``WORKBENCH_MODEL_PROCESS=0`` a threaded
-    model runs on a worker thread here instead (``ThreadedModel``) and a host one in-process."""
+    model runs on a worker thread here instead (``ThreadedModel``) and a host one in-process.
+    ``shared`` (``workbench run``): calls with a key go to this user's shared model host, which keeps
+    litellm imported between commands (``models/shared_host.py``); started connecting now, in the
+    background, so it overlaps the rest of the set-up. Without a key, or with ``WORKBENCH_MODEL_DAEMON=0``,
+    in-process."""
     if config.model == "demo":
         from workbench.engine.models.demo import DemoModel
 
@@ -54,6 +58,14 @@ def make_model(config: WorkbenchConfig, *, api_key: str | None = None, threaded:
 
         if process_model.enabled():
             return process_model.ProcessModel(model)  # type: ignore[arg-type]
+    if shared and api_key:
+        from workbench.engine.models import shared_host
+        from workbench.engine.models.process_model import ModelHost, ProcessModel
+
+        if shared_host.enabled():
+            remote = ProcessModel(model, host=ModelHost.shared_daemon, fallback=True)  # type: ignore[arg-type]
+            remote.warm_up_in_background()
+            return remote
     from workbench.engine.llm_setup import import_in_background
 
     import_in_background()  # issue 9: the import overlaps the rest of the set-up and the first sections
@@ -65,7 +77,7 @@ def make_model(config: WorkbenchConfig, *, api_key: str | None = None, threaded:
 
 
 def _bind_delegation(stack: list[Any], engine: Engine, cfg: WorkbenchConfig, threaded: bool,
-                     api_key: str | None = None) -> Any:
+                     api_key: str | None = None, shared: bool = False) -> Any:
     """Wire the delegation middleware (if the workspace has sub-agents) to this engine: its runner, its
     store, and the model each sub-agent uses — its own ``model`` (on the workspace's ``api_base``) or
     the workspace's model itself (D5)."""
@@ -76,13 +88,14 @@ def _bind_delegation(stack: list[Any], engine: Engine, cfg: WorkbenchConfig, thr
             # The window (threaded) keeps the sub-agents' steps off its GUI loop: their own loop and thread.
             # A sub-agent's own model calls run in the model host process (no per-chunk work in this
             # interpreter), or, with the host switched off, on that loop directly.
-            mw.bind(engine, _model_factory(engine, cfg, False, api_key, host=threaded), own_loop=threaded)
+            mw.bind(engine, _model_factory(engine, cfg, False, api_key, host=threaded, shared=shared),
+                    own_loop=threaded)
             return mw
     return None
 
 
 def _model_factory(engine: Engine, cfg: WorkbenchConfig, threaded: bool, api_key: str | None,
-                   *, host: bool = False) -> Callable[[str | None], Model]:
+                   *, host: bool = False, shared: bool = False) -> Callable[[str | None], Model]:
     """The model for a name a workspace gives a helper (a sub-agent's, the summariser's): None = the
     workspace's own model; another name runs on the workspace's ``api_base``, with the key passed in only
     when it is the same provider's (another provider looks up its own)."""
@@ -94,7 +107,7 @@ def _model_factory(engine: Engine, cfg: WorkbenchConfig, threaded: bool, api_key
         if name not in made:
             same = name.split("/", 1)[0] == cfg.model.split("/", 1)[0]
             made[name] = make_model(cfg.with_overrides(model=name), api_key=api_key if same else None,
-                                    threaded=threaded, host=host)
+                                    threaded=threaded, host=host, shared=shared)
         return made[name]
 
     return model_for
@@ -131,6 +144,7 @@ class Session(ContextCalls, TaskCalls, McpCalls, HistoryCalls):
         api_base: str | None = None,
         api_key: str | None = None,
         threaded_model: bool = False,
+        shared_model_host: bool = False,
         store: Store | None = None,
         default_permission: str | None = None,
         trust: bool | str | None = None,
@@ -150,6 +164,9 @@ class Session(ContextCalls, TaskCalls, McpCalls, HistoryCalls):
         workspace's (W2); they win over workbench.yaml. ``default_model`` / ``default_api_base`` are the
         user's defaults (Settings, G8): they apply only where workbench.yaml names no model (the API base
         only together with the default model), so one workspace's model or endpoint never reaches another.
+        ``threaded_model`` (the window): the model calls run in this process's own model host (a child
+        process). ``shared_model_host`` (``workbench run``): calls with a key run in this user's shared model
+        host, which keeps litellm imported between commands (``WORKBENCH_MODEL_DAEMON=0``: in-process).
         """
         from workbench import trust as trust_mod
         from workbench.harness.stack import build_backend, build_middleware
@@ -194,7 +211,7 @@ class Session(ContextCalls, TaskCalls, McpCalls, HistoryCalls):
 
         apply_session_rules(stack, ws)  # Q3: rules saved "for this session" outlive a reopen (G9)
         the_model = model if model is not None and not isinstance(model, str) else make_model(
-            cfg, api_key=api_key, threaded=threaded_model
+            cfg, api_key=api_key, threaded=threaded_model, shared=shared_model_host
         )
         agent = Agent(
             the_model,
@@ -205,10 +222,11 @@ class Session(ContextCalls, TaskCalls, McpCalls, HistoryCalls):
             max_steps=None,  # B5: the stack's step budget holds the run at its step limit instead
         )
         engine = Engine(agent, store)
-        delegation = _bind_delegation(stack, engine, cfg, threaded_model, api_key)
+        delegation = _bind_delegation(stack, engine, cfg, threaded_model, api_key, shared_model_host)
         from workbench.harness.compression import bind_compression
 
-        bind_compression(stack, store, _model_factory(engine, cfg, threaded_model, api_key), engine.agent.model.name)
+        bind_compression(stack, store, _model_factory(engine, cfg, threaded_model, api_key, shared=shared_model_host),
+                         engine.agent.model.name)
         if thread_id is None:
             thread_id = store.create_thread()
         elif store.thread(thread_id) is None:

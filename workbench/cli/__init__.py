@@ -211,10 +211,10 @@ def _parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     """The ``workbench`` console script. Returns the exit code."""
     args_list = list(sys.argv[1:] if argv is None else argv)
-    if args_list == ["__model-host"]:  # the bundle's model host process (engine/models/process_model.py)
+    if args_list[:1] == ["__model-host"]:  # the bundle's model host process (engine/models/process_model.py)
         from workbench.engine.models.model_host import main as host_main
 
-        return host_main()
+        return host_main(args_list[1:])
     if not args_list or (args_list[0].startswith("-") and args_list[0] not in _OWN_OPTIONS):
         return _open_window(args_list)  # `workbench [--workspace DIR] [--model M]`: the window's options
     parser = _parser()

@@ -30,7 +30,7 @@ async def _compact(workspace: Path, args: argparse.Namespace) -> int:
 
     interactive = bool(sys.stdin is not None and sys.stdin.isatty())
     trusted = _trust_decision(workspace, args, interactive=interactive)  # W1: the summariser's endpoint
-    session = await _open(workspace, args.thread, trust=trusted)
+    session = await _open(workspace, args.thread, trust=trusted, shared_model_host=True)
     for notice in session.notices:
         _err(f"workbench: {notice}")
     try:

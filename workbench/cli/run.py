@@ -32,7 +32,9 @@ async def _open(workspace: Path, thread: str | None, **kw: Any) -> Session:
 
 
 async def _run_async(workspace: Path, args: argparse.Namespace) -> int:
-    if getattr(args, "model", None) and args.model.strip() not in ("", "demo"):
+    from workbench.engine.models import shared_host
+
+    if getattr(args, "model", None) and args.model.strip() not in ("", "demo") and not shared_host.enabled():
         from workbench.engine.llm_setup import import_in_background
 
         import_in_background()  # issue 9: litellm's seconds-long import overlaps trust, config and store set-up
@@ -43,9 +45,10 @@ async def _run_async(workspace: Path, args: argparse.Namespace) -> int:
     if args.command == "run":
         if args.model is not None and not args.model.strip():
             raise UsageError("--model: expected a model name such as openai/gpt-4.1-mini")
-        session = await _open(workspace, args.thread, model=args.model, api_base=args.api_base, trust=trusted)
+        session = await _open(workspace, args.thread, model=args.model, api_base=args.api_base, trust=trusted,
+                              shared_model_host=True)
     else:
-        session = await _open(workspace, args.thread, trust=trusted)
+        session = await _open(workspace, args.thread, trust=trusted, shared_model_host=True)
     for notice in session.notices:
         _err(f"workbench: {notice}")
     # E5: whether the agent's commands run in a sandbox, said once, when the agent first asks to run one

@@ -9,11 +9,29 @@ them, litellm's model info is asked directly when litellm is imported in this pr
 
 from __future__ import annotations
 
+import asyncio
+import concurrent.futures
+import contextlib
 import sys
+from typing import Any
 
 _windows: dict[str, int | None] = {}
 #: model -> (USD per input token, USD per output token); None: litellm cannot price it
 _prices: dict[str, tuple[float, float] | None] = {}
+_pending: dict[str, concurrent.futures.Future[Any]] = {}
+
+
+def expect(model_name: str, lookup: concurrent.futures.Future[Any]) -> None:
+    """A model host is looking ``model_name`` up (its warm-up): ``settled`` waits for it."""
+    _pending[model_name] = lookup
+
+
+async def settled(model_name: str, timeout: float = 120.0) -> None:
+    """Wait for a look-up of ``model_name`` in flight, if any (a failed one is not waited for again)."""
+    lookup = _pending.get(model_name)
+    if lookup is not None and not lookup.done():
+        with contextlib.suppress(Exception):
+            await asyncio.wait_for(asyncio.wrap_future(lookup), timeout)
 
 
 def remember(model_name: str, window: int | None, prices: tuple[float, float] | None) -> None:
@@ -62,4 +80,4 @@ def look_up(litellm: object, model_name: str) -> tuple[int | None, tuple[float, 
     return window, price
 
 
-__all__ = ["context_window", "known", "look_up", "prices", "remember"]
+__all__ = ["context_window", "expect", "known", "look_up", "prices", "remember", "settled"]

@@ -401,6 +401,8 @@ class CompressionMiddleware(AgentMiddleware):
     async def wrap_model_call(self, request: ModelRequest, call_next: CallModel, ctx: HookContext) -> ModelResponse:
         if self.records_store is None:
             return await call_next(request)
+        if self._window is None and self._model_name and not self.config.max_input_tokens:
+            await model_info.settled(self._model_name)  # C7: the window a model host is looking up
         messages = list(request.messages)
         records = self.records_store.records(ctx.thread_id)
         view = compressed_view(messages, records, self.config.max_tool_response_chars,

@@ -31,6 +31,7 @@ import struct
 import sys
 import threading
 import time
+from collections.abc import Callable
 from typing import Any, BinaryIO
 
 _HEADER = struct.Struct(">I")
@@ -55,31 +56,32 @@ def read_frame(stream: BinaryIO) -> Any | None:
     return pickle.loads(data)  # noqa: S301 - our own parent process writes this pipe
 
 
-class Host:
-    """The host's event loop side: one asyncio task per stream."""
+class Connection:
+    """One client of the host — the window's pipe, or one ``workbench run`` on the shared host's socket —
+    with its calls, each an asyncio task; ``send`` takes a reply to it."""
 
-    def __init__(self, out: BinaryIO, batch_interval: float = 0.03) -> None:
-        self.out = out
+    def __init__(self, send: Callable[[Any], None], batch_interval: float = 0.03) -> None:
+        self.send = send
         self.batch_interval = batch_interval
-        self.loop = asyncio.new_event_loop()
         self.calls: dict[int, asyncio.Task[None]] = {}
-
-    def post(self, message: Any) -> None:
-        try:
-            write_frame(self.out, message)
-        except (BrokenPipeError, OSError):  # the window is gone: so are we
-            os._exit(0)
 
     def handle(self, message: Any) -> None:
         kind, call_id = message[0], message[1]
+        loop = asyncio.get_running_loop()
         if kind == "stream":
-            self.calls[call_id] = self.loop.create_task(self._stream(call_id, message[2], message[3]))
+            self.calls[call_id] = loop.create_task(self._stream(call_id, message[2], message[3]))
         elif kind == "cancel":
             task = self.calls.pop(call_id, None)
             if task is not None:
                 task.cancel()
         elif kind == "warm":
-            self.loop.create_task(self._warm(call_id, message[2]))
+            loop.create_task(self._warm(call_id, message[2]))
+
+    def close(self) -> None:
+        """The client is gone: no call of its goes on (it cannot read the answer anyway)."""
+        for task in self.calls.values():
+            task.cancel()
+        self.calls.clear()
 
     async def _stream(self, call_id: int, spec: dict[str, Any], request: Any) -> None:
         from workbench.engine.models.litellm_model import LiteLLMModel
@@ -88,15 +90,15 @@ class Host:
 
         def post(kind: str, payload: Any = None) -> None:
             if kind == "item":
-                self.post(("item", call_id, payload))
+                self.send(("item", call_id, payload))
             elif kind == "done":
-                self.post(("done", call_id))
+                self.send(("done", call_id))
             elif call_id in self.calls:  # an error nobody cancelled
                 exc = payload
                 if isinstance(exc, ModelError):
-                    self.post(("error", call_id, (str(exc), exc.retryable, exc.status)))
+                    self.send(("error", call_id, (str(exc), exc.retryable, exc.status)))
                 else:
-                    self.post(("error", call_id, (f"{spec.get('model')}: {type(exc).__name__}: {exc}", False, None)))
+                    self.send(("error", call_id, (f"{spec.get('model')}: {type(exc).__name__}: {exc}", False, None)))
 
         try:
             await pump_batched(LiteLLMModel(**spec), request, post, self.batch_interval)
@@ -115,15 +117,34 @@ class Host:
         except Exception:  # noqa: BLE001 - a warm-up is an optimisation; the first call reports errors
             pass
         window, prices = look_up(llm_setup.import_litellm(), model_name) if model_name else (None, None)
-        self.post(("warmed", call_id, (time.perf_counter() - started, window, prices)))
+        self.send(("warmed", call_id, (time.perf_counter() - started, window, prices)))
 
 
-def main() -> int:
-    """Run the host until stdin closes."""
+def main(argv: list[str] | None = None) -> int:
+    """Run the window's host until stdin closes; with ``--serve PATH [--idle S]``, the shared host of
+    ``workbench run`` commands on that socket (``shared_host.py``) until it has been idle S seconds."""
     os.environ["WORKBENCH_MODEL_HOST"] = "1"
+    args = list(sys.argv[1:] if argv is None else argv)
+    if args[:1] == ["--serve"] and len(args) >= 2:
+        from pathlib import Path
+
+        from workbench.engine.models.shared_host import DEFAULT_IDLE, serve
+
+        idle = float(args[3]) if len(args) >= 4 and args[2] == "--idle" else DEFAULT_IDLE
+        asyncio.run(serve(Path(args[1]), idle))
+        return 0
     commands, replies = sys.stdin.buffer, sys.stdout.buffer
     sys.stdout = sys.stderr  # nothing but frames may reach the reply pipe
-    host = Host(replies)
+    loop = asyncio.new_event_loop()
+    asyncio.set_event_loop(loop)
+
+    def send(message: Any) -> None:
+        try:
+            write_frame(replies, message)
+        except (BrokenPipeError, OSError):  # the window is gone: so are we
+            os._exit(0)
+
+    connection = Connection(send)
 
     def read() -> None:
         while True:
@@ -133,11 +154,10 @@ def main() -> int:
                 message = None
             if message is None:
                 os._exit(0)  # the window closed (or died): end now, mid-call or not
-            host.loop.call_soon_threadsafe(host.handle, message)
+            loop.call_soon_threadsafe(connection.handle, message)
 
     threading.Thread(target=read, name="model-host-commands", daemon=True).start()
-    asyncio.set_event_loop(host.loop)
-    host.loop.run_forever()
+    loop.run_forever()
     return 0
 
 

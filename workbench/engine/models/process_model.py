@@ -16,14 +16,15 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import contextlib
 import itertools
 import logging
 import os
 import subprocess
 import sys
 import threading
-from collections.abc import AsyncIterator
-from typing import Any
+from collections.abc import AsyncIterator, Callable
+from typing import Any, BinaryIO
 
 from workbench.engine.messages import ModelDelta, ModelRequest, ModelResponse
 from workbench.engine.models.litellm_model import LiteLLMModel
@@ -46,21 +47,59 @@ def host_command() -> list[str]:
     return [sys.executable, "-m", "workbench.engine.models.model_host"]
 
 
+def package_path() -> str:
+    """The folder this very ``workbench`` package was imported from (a checkout on sys.path too): a
+    host process imports the same code."""
+    return os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
+
+
 class ModelHost:
-    """The client end of one model host process."""
+    """The client end of one model host: the window's child process (``shared()``: its stdin and
+    stdout), or this user's shared host of ``workbench run`` commands (``shared_daemon()``: a socket)."""
 
     _shared: ModelHost | None = None
+    _daemon: ModelHost | None = None
     _shared_lock = threading.Lock()
 
     @classmethod
     def shared(cls) -> ModelHost:
-        """This process's host, started now if none runs (or the last one died)."""
+        """This process's own host, started now if none runs (or the last one died)."""
         with cls._shared_lock:
             if cls._shared is None or not cls._shared.alive:
-                cls._shared = cls()
+                cls._shared = cls.spawn()
             return cls._shared
 
-    def __init__(self) -> None:
+    @classmethod
+    def shared_daemon(cls) -> ModelHost:
+        """A connection to this user's shared host (``shared_host.py``), started now if none runs;
+        ModelError when it cannot be had."""
+        with cls._shared_lock:
+            if cls._daemon is None or not cls._daemon.alive:
+                from workbench.engine.models import shared_host
+
+                try:
+                    connected = shared_host.connect()
+                except OSError as exc:  # its folder, its lock: report, and the caller goes in-process
+                    raise ModelError(f"the shared model host could not be reached: {exc}", retryable=True) from exc
+                if connected is None:
+                    raise ModelError("the shared model host could not be started", retryable=True)
+                sock, pid = connected
+                cls._daemon = cls(sock.makefile("rb"), sock.makefile("wb"), pid, closer=sock.close)
+            return cls._daemon
+
+    @classmethod
+    def spawn(cls) -> ModelHost:
+        """Start a host as this process's child: it ends when this process does (its stdin closes)."""
+        env = {k: v for k, v in os.environ.items() if k != "WORKBENCH_MODEL_PROCESS"}
+        env["PYTHONPATH"] = os.pathsep.join([package_path(), *filter(None, [env.get("PYTHONPATH")])])
+        home = os.path.expanduser("~")
+        process = subprocess.Popen(host_command(), stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=None,
+                                   env=env, cwd=home if os.path.isdir(home) else "/", close_fds=True)
+        assert process.stdout is not None and process.stdin is not None
+        return cls(process.stdout, process.stdin, process.pid, process=process)
+
+    def __init__(self, replies: BinaryIO, commands: BinaryIO, pid: int, *,
+                 process: subprocess.Popen[bytes] | None = None, closer: Callable[[], None] | None = None) -> None:
         self._ids = itertools.count(1)
         self._write_lock = threading.Lock()
         self._lock = threading.Lock()
@@ -68,29 +107,19 @@ class ModelHost:
         self._streams: dict[int, tuple[asyncio.AbstractEventLoop, asyncio.Queue[tuple[str, Any]]]] = {}
         self._warms: dict[int, tuple[concurrent.futures.Future[float], str]] = {}
         self._dead = False
-        env = {k: v for k, v in os.environ.items() if k != "WORKBENCH_MODEL_PROCESS"}
-        # The host imports this very package, wherever it was imported from (a checkout on sys.path too).
-        package_root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
-        env["PYTHONPATH"] = os.pathsep.join([package_root, *filter(None, [env.get("PYTHONPATH")])])
-        self.process = subprocess.Popen(
-            host_command(), stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=None, env=env,
-            cwd=os.path.expanduser("~") if os.path.isdir(os.path.expanduser("~")) else "/",
-            close_fds=True)
+        self._replies, self._commands, self.pid = replies, commands, pid
+        self.process = process
+        self._closer = closer
         self._reader = threading.Thread(target=self._read, name="workbench-model-host", daemon=True)
         self._reader.start()
 
     @property
     def alive(self) -> bool:
-        return not self._dead and self.process.poll() is None
-
-    @property
-    def pid(self) -> int:
-        return self.process.pid
+        return not self._dead and (self.process is None or self.process.poll() is None)
 
     def send(self, message: Any) -> None:
         with self._write_lock:
-            assert self.process.stdin is not None
-            write_frame(self.process.stdin, message)
+            write_frame(self._commands, message)
 
     # --- calls ------------------------------------------------------------------------------------------
     def open_stream(self, spec: dict[str, Any], request: ModelRequest) -> tuple[int, asyncio.Queue[tuple[str, Any]]]:
@@ -131,22 +160,23 @@ class ModelHost:
         return future
 
     def stop(self, timeout: float = 5.0) -> None:
-        """Close the host's stdin (it exits at once) and wait for it."""
-        try:
-            if self.process.stdin is not None:
-                self.process.stdin.close()
-        except OSError:
-            pass
-        try:
-            self.process.wait(timeout)
-        except subprocess.TimeoutExpired:
-            self.process.kill()
-            self.process.wait(timeout)
+        """Close the connection: the window's host exits at once; a shared host cancels this process's
+        calls and goes on serving others."""
+        with contextlib.suppress(OSError):
+            self._commands.close()
+        if self._closer is not None:
+            with contextlib.suppress(OSError):
+                self._closer()
+        if self.process is not None:
+            try:
+                self.process.wait(timeout)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait(timeout)
 
     # --- the reader thread ------------------------------------------------------------------------------
     def _read(self) -> None:
-        out = self.process.stdout
-        assert out is not None
+        out = self._replies
         while True:
             try:
                 message = read_frame(out)
@@ -182,7 +212,10 @@ class ModelHost:
 
     def _ended(self) -> None:
         """The host's stdout closed: it exited or died. Every open call fails (retryable), once."""
-        code = self.process.poll()
+        code = self.process.poll() if self.process is not None else None
+        if self._closer is not None:
+            with contextlib.suppress(OSError):
+                self._closer()
         with self._lock:
             self._dead = True
             streams, self._streams = dict(self._streams), {}
@@ -198,9 +231,14 @@ class ModelHost:
 class ProcessModel:
     """A ``Model`` that runs ``inner`` (a ``LiteLLMModel``) in the model host; see the module."""
 
-    def __init__(self, inner: LiteLLMModel) -> None:
+    def __init__(self, inner: LiteLLMModel, *, host: Callable[[], ModelHost] | None = None,
+                 fallback: bool = False) -> None:
         self.inner = inner  # estimate_usage and anything else looked through (models/base.py)
         self.name = inner.name
+        self._host = host or ModelHost.shared
+        # A host that cannot be had (the shared one would not start): call in-process instead of failing.
+        self._fallback = fallback
+        self._warm: concurrent.futures.Future[float] | None = None
 
     def __repr__(self) -> str:
         return f"ProcessModel({self.inner!r})"
@@ -211,8 +249,36 @@ class ProcessModel:
                 "backoff_base": m.backoff_base, "timeout": m.timeout, "extra": dict(m.extra)}
 
     def warm_up(self) -> concurrent.futures.Future[float]:
-        """Start the host and have it import and warm litellm (and look up this model's window)."""
-        return ModelHost.shared().warm(self.name)
+        """Start the host and have it import and warm litellm (and look up this model's window and
+        price); one warm-up per model while it lasts."""
+        if self._warm is not None and (not self._warm.done() or self._warm.exception() is None):
+            return self._warm
+        try:
+            self._warm = self._host().warm(self.name)
+        except ModelError as exc:
+            self._warm = concurrent.futures.Future()
+            self._warm.set_exception(exc)
+        from workbench.engine import model_info
+
+        model_info.expect(self.name, self._warm)
+        return self._warm
+
+    def warm_up_in_background(self) -> None:
+        """``warm_up`` on a daemon thread: connecting to a shared host may start it (a few hundred ms).
+        What waits for the model's facts (``model_info.settled``) waits for it from now on."""
+        from workbench.engine import model_info
+
+        relay: concurrent.futures.Future[None] = concurrent.futures.Future()
+        model_info.expect(self.name, relay)
+
+        def run() -> None:
+            try:
+                self.warm_up().add_done_callback(lambda _: relay.done() or relay.set_result(None))
+            except Exception:  # noqa: BLE001 - the first call reports what is wrong
+                log.debug("model warm-up failed", exc_info=True)
+                relay.set_result(None)
+
+        threading.Thread(target=run, name="workbench-model-warm-up", daemon=True).start()
 
     def close(self, timeout: float = 5.0) -> None:
         """Nothing of its own to close: the host is shared by the process's models and ends with it."""
@@ -229,7 +295,15 @@ class ProcessModel:
         call fails with a retryable ``ModelError`` naming it."""
         request = request.replace(meta={})  # bookkeeping for the engine, never sent
         for attempt in (1, 2):
-            host = ModelHost.shared()
+            try:
+                host = await asyncio.to_thread(self._host) if self._fallback else self._host()
+            except ModelError as exc:
+                if not self._fallback:
+                    raise
+                log.warning("%s; calling in this process", exc)
+                async for item in self.inner.stream(request):
+                    yield item
+                return
             call_id, queue = host.open_stream(self._spec(), request)
             finished = yielded = False
             try:

@@ -1,0 +1,176 @@
+"""Issue 9 (the CLI's first request): ``workbench run`` commands share one model host that keeps litellm
+imported between them (engine/models/shared_host.py). Real commands, real host processes, the stub.
+
+What must hold: a second command reuses the host the first one started; the host never holds a key
+the command did not send (its environment has none), lives in a folder only its user can enter, and
+ends after its idle time with its socket; a command killed mid-answer has its call cancelled at once;
+without a private folder, without a key, or with ``WORKBENCH_MODEL_DAEMON=0`` the calls stay in-process.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import socket
+import struct
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.stub_server import StubReply, StubServer
+
+ROOT = Path(__file__).resolve().parents[2]
+KEY = "sk-shared-host-test-4b1d"
+
+
+@pytest.fixture
+def runtime(monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
+    """A private runtime folder of our own (short: a socket's path has at most 107 bytes); every host
+    started under it is ended afterwards."""
+    folder = Path(tempfile.mkdtemp(prefix="wbrt-"))
+    monkeypatch.setenv("XDG_RUNTIME_DIR", str(folder))
+    monkeypatch.setenv("WORKBENCH_MODEL_DAEMON", "1")
+    monkeypatch.setenv("WORKBENCH_MODEL_DAEMON_IDLE", "60")
+    monkeypatch.setenv("OPENAI_API_KEY", KEY)
+    try:
+        yield folder
+    finally:
+        for pid in hosts(folder):
+            os.kill(pid, signal.SIGKILL)
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+def hosts(folder: Path) -> list[int]:
+    """The pids of the shared hosts serving sockets under ``folder``."""
+    out = []
+    for proc in Path("/proc").iterdir():
+        if proc.name.isdigit():
+            try:
+                args = (proc / "cmdline").read_bytes().split(b"\0")
+            except OSError:
+                continue
+            if b"--serve" in args and any(str(folder).encode() in a for a in args):
+                out.append(int(proc.name))
+    return out
+
+
+def sockets(folder: Path) -> list[Path]:
+    return sorted((folder / "workbench").glob("model-host-*.sock")) if (folder / "workbench").is_dir() else []
+
+
+def peer_pid(path: Path) -> int:
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
+        sock.connect(str(path))
+        return struct.unpack("3i", sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i")))[0]
+
+
+def run(workspace: Path, stub: StubServer, prompt: str = "hi", **popen: object) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "workbench", "run", "--workspace", str(workspace), "--model",
+                           "openai/test-model", "--api-base", stub.url, "--approve", "all", prompt],
+                          cwd=ROOT, capture_output=True, text=True, timeout=120, **popen)  # type: ignore[call-overload]
+
+
+def test_a_second_command_reuses_the_host_which_holds_no_key_and_ends_when_idle(
+        runtime: Path, tmp_path: Path, stub_server: StubServer, monkeypatch: pytest.MonkeyPatch) -> None:
+    stub_server.script(StubReply(text="first answer"), StubReply(text="second answer"))
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    first = run(ws, stub_server)
+    assert first.returncode == 0 and "first answer" in first.stdout, first.stderr[-2000:]
+    [path] = sockets(runtime)
+    assert oct(path.stat().st_mode & 0o777) == "0o600" and oct((runtime / "workbench").stat().st_mode & 0o777) == "0o700"
+    host = peer_pid(path)
+    second = run(ws, stub_server)
+    assert second.returncode == 0 and "second answer" in second.stdout, second.stderr[-2000:]
+    assert peer_pid(path) == host and hosts(runtime) == [host]  # the same host served both
+    assert stub_server.auth == [f"Bearer {KEY}"] * 2  # the commands' key, sent with each call...
+    environ = Path(f"/proc/{host}/environ").read_bytes()
+    assert KEY.encode() not in environ and b"OPENAI_API_KEY" not in environ  # ...never the host's own
+    # another environment (here: a proxy setting) gets another host, never this one
+    monkeypatch.setenv("NO_PROXY", "example.invalid")
+    stub_server.script(StubReply(text="third answer"))
+    assert run(ws, stub_server).returncode == 0
+    assert len(sockets(runtime)) == 2 and host in hosts(runtime) and len(hosts(runtime)) == 2
+    # idle: each host ends after its idle time without a client, taking its socket with it
+    for pid in hosts(runtime):
+        os.kill(pid, signal.SIGKILL)
+    for stale in sockets(runtime):
+        stale.unlink()
+    monkeypatch.setenv("WORKBENCH_MODEL_DAEMON_IDLE", "2")
+    stub_server.script(StubReply(text="fourth answer"))
+    assert run(ws, stub_server).returncode == 0
+    [short] = hosts(runtime)
+    deadline = time.monotonic() + 15
+    while short in hosts(runtime) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert short not in hosts(runtime) and sockets(runtime) == []
+
+
+def test_a_command_killed_mid_answer_has_its_call_cancelled(runtime: Path, tmp_path: Path,
+                                                            stub_server: StubServer) -> None:
+    stub_server.script(StubReply(text="warm"), StubReply(text="word " * 400, chunks=400, chunk_delay=0.05))
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    assert run(ws, stub_server).returncode == 0  # the host is up and warm
+    command = subprocess.Popen([sys.executable, "-m", "workbench", "run", "--workspace", str(ws), "--model",
+                                "openai/test-model", "--api-base", stub_server.url, "--approve", "all", "talk"],
+                               cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 30
+        while len(stub_server.requests) < 2 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert len(stub_server.requests) == 2, "the second command's call never reached the stub"
+        time.sleep(0.5)  # streaming now
+        command.send_signal(signal.SIGKILL)
+        command.wait(10)
+        deadline = time.monotonic() + 10
+        while stub_server.abandoned == 0 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert stub_server.abandoned == 1, "the host went on streaming for a command that is gone"
+        assert len(hosts(runtime)) == 1  # and it goes on serving others
+    finally:
+        if command.poll() is None:
+            command.kill()
+
+
+def test_without_a_private_folder_or_a_key_or_when_switched_off_calls_stay_in_process(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from workbench.config import WorkbenchConfig
+    from workbench.engine.models import shared_host
+    from workbench.engine.models.litellm_model import LiteLLMModel
+    from workbench.engine.models.process_model import ProcessModel
+    from workbench.session import make_model
+
+    cfg = WorkbenchConfig(model="openai/test-model", api_base="http://127.0.0.1:9")
+    open_folder = tmp_path / "open"
+    (open_folder / "workbench").mkdir(parents=True)
+    os.chmod(open_folder / "workbench", 0o777)  # others may enter: never a socket there
+    monkeypatch.setenv("XDG_RUNTIME_DIR", str(open_folder))
+    monkeypatch.setenv("WORKBENCH_MODEL_DAEMON", "1")
+    assert shared_host.socket_path() is None
+    assert shared_host.connect() is None
+    private = tmp_path / "private"
+    private.mkdir(mode=0o700)
+    monkeypatch.setenv("XDG_RUNTIME_DIR", str(private))
+    assert shared_host.socket_path() is None  # pytest's folder is too deep for a socket's name: in-process
+    private = Path(tempfile.mkdtemp(prefix="wbp-"))
+    monkeypatch.setenv("XDG_RUNTIME_DIR", str(private))
+    assert shared_host.socket_path() is not None and shared_host.socket_path().parent == private / "workbench"
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    assert isinstance(make_model(cfg, shared=True), LiteLLMModel)  # no key to send: never the shared host
+    monkeypatch.setenv("WORKBENCH_MODEL_DAEMON", "0")
+    assert isinstance(make_model(cfg, api_key="k", shared=True), LiteLLMModel)
+    monkeypatch.setenv("WORKBENCH_MODEL_DAEMON", "1")
+    monkeypatch.setattr(ProcessModel, "warm_up_in_background", lambda self: None)  # start no host here
+    assert isinstance(make_model(cfg, api_key="k", shared=True), ProcessModel)
+    # the host's environment: nothing secret-looking, whatever its name
+    env = shared_host.host_environment({"PATH": "/bin", "MY_SERVICE_TOKEN": "t", "AWS_SECRET_ACCESS_KEY": "s",
+                                        "AZURE_API_KEY": "a", "HTTPS_PROXY": "http://proxy:3128"})
+    assert env == {"PATH": "/bin", "HTTPS_PROXY": "http://proxy:3128"}
+    shutil.rmtree(private, ignore_errors=True)

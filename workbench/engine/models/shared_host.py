@@ -1,0 +1,215 @@
+"""The shared model host: one model host per user and environment that ``workbench run`` commands reuse.
+
+Why (issue 9, the CLI's first request): ``import litellm`` takes ~3 s, nearly all of a ``workbench run``
+before its first request. The first command starts the host as a background process; it imports litellm
+once and serves every later command over a Unix socket, so their first request leaves within the
+command's own start-up (~0.4 s). It exits after ``WORKBENCH_MODEL_DAEMON_IDLE`` seconds (600) without a
+client; ``WORKBENCH_MODEL_DAEMON=0`` keeps every call in the command's own process.
+
+What it may hold and who may talk to it:
+- its socket lives in a folder only this user can enter (``$XDG_RUNTIME_DIR/workbench``, else
+  ``/tmp/workbench-UID``, mode 0700, checked before use) — a sandboxed command sees neither — and it
+  serves only peers of its own user (``SO_PEERCRED``);
+- it starts with an environment stripped of every variable that looks like a secret (``*KEY*``,
+  ``*TOKEN*``, ``*SECRET*``, ``*PASSWORD*``, ``*CREDENTIAL*``, ``*AUTH*``) and is used only for calls
+  whose key the command passes explicitly: a client can never make it use a key it did not send;
+- a different environment (proxies, CA bundles, provider settings), interpreter, workbench or litellm
+  gets a different host (the socket's name is a hash of them), so a call behaves as it would in-process;
+- a client that goes away (Ctrl+C, ``kill -9``) has its calls cancelled at once.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import hashlib
+import importlib.metadata
+import os
+import pickle
+import re
+import socket
+import stat
+import struct
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+#: Variables never given to the shared host: they may carry credentials a client did not send.
+SECRET_NAME = re.compile(r"KEY|TOKEN|SECRET|PASSWORD|PASSWD|CREDENTIAL|AUTH", re.IGNORECASE)
+#: Variables that differ between two shells of one user without changing what a call does.
+VOLATILE = {"PWD", "OLDPWD", "SHLVL", "_", "COLUMNS", "LINES", "TERM", "TERM_SESSION_ID", "WINDOWID",
+            "SSH_CLIENT", "SSH_CONNECTION", "SSH_TTY", "TMUX_PANE", "WORKBENCH_MODEL_DAEMON",
+            "WORKBENCH_MODEL_DAEMON_IDLE", "WORKBENCH_TRUST", "WORKBENCH_SANDBOX"}
+DEFAULT_IDLE = 600.0
+MAX_SOCKET_PATH = 104  # sun_path is 108 bytes on Linux, with its terminating NUL
+_HEADER = struct.Struct(">I")
+
+
+def enabled() -> bool:
+    """Whether ``workbench run`` uses the shared host (``WORKBENCH_MODEL_DAEMON``, default on; Linux)."""
+    if not sys.platform.startswith("linux"):
+        return False
+    return os.environ.get("WORKBENCH_MODEL_DAEMON", "1").strip().lower() not in ("0", "off", "false", "no")
+
+
+def idle_seconds() -> float:
+    try:
+        return max(1.0, float(os.environ.get("WORKBENCH_MODEL_DAEMON_IDLE", DEFAULT_IDLE)))
+    except ValueError:
+        return DEFAULT_IDLE
+
+
+def host_environment(environ: dict[str, str] | None = None) -> dict[str, str]:
+    """The environment the shared host starts with: this one without anything secret-looking."""
+    env = dict(os.environ if environ is None else environ)
+    return {k: v for k, v in env.items() if not SECRET_NAME.search(k) and k not in VOLATILE}
+
+
+def _identity() -> str:
+    """What must match for two commands to share a host: interpreter, code, litellm, environment."""
+    parts = [sys.executable, str(os.getuid())]
+    for dist in ("workbench", "litellm"):
+        try:
+            parts.append(importlib.metadata.version(dist))
+        except importlib.metadata.PackageNotFoundError:
+            parts.append("-")
+    here = Path(__file__).resolve().parent
+    for name in ("model_host.py", "shared_host.py", "litellm_model.py", "../llm_setup.py"):
+        with contextlib.suppress(OSError):
+            parts.append(f"{name}:{(here / name).stat().st_mtime_ns}")
+    parts.extend(f"{k}={v}" for k, v in sorted(host_environment().items()))
+    return hashlib.sha256("\0".join(parts).encode()).hexdigest()[:20]
+
+
+def _private_folder() -> Path | None:
+    """A folder only this user can enter, for the socket (created 0700); None when there is none."""
+    runtime = os.environ.get("XDG_RUNTIME_DIR")
+    base = Path(runtime) / "workbench" if runtime and Path(runtime).is_dir() else Path(f"/tmp/workbench-{os.getuid()}")
+    try:
+        base.mkdir(mode=0o700, parents=False, exist_ok=True)
+        info = base.lstat()
+    except OSError:
+        return None
+    if not stat.S_ISDIR(info.st_mode) or info.st_uid != os.getuid() or info.st_mode & 0o077:
+        return None  # someone else's, a symlink, or open to others: never put the socket there
+    return base
+
+
+def socket_path() -> Path | None:
+    """Where this environment's shared host listens (None: no private folder for it)."""
+    folder = _private_folder()
+    if folder is None:
+        return None
+    path = folder / f"model-host-{_identity()}.sock"
+    return path if len(os.fsencode(path)) < MAX_SOCKET_PATH else None  # the kernel's limit for a socket name
+
+
+def _peer_uid(sock: socket.socket) -> int:
+    creds = sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i"))
+    return struct.unpack("3i", creds)[1]
+
+
+# --- the client side ----------------------------------------------------------------------------------
+def connect(timeout: float = 90.0) -> tuple[socket.socket, int] | None:
+    """A connection to this environment's shared host, started now if none runs; with the host's pid.
+    None when it cannot be had (no private folder, the host would not start): callers go in-process."""
+    path = socket_path()
+    if path is None:
+        return None
+    sock = _try_connect(path)
+    if sock is None:
+        import fcntl
+
+        descriptor = os.open(path.with_suffix(".lock"), os.O_WRONLY | os.O_CREAT, 0o600)
+        with os.fdopen(descriptor, "w") as lock:  # one starter at a time
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            sock = _try_connect(path)
+            if sock is None:
+                with contextlib.suppress(FileNotFoundError):
+                    path.unlink()  # a stale socket: its host is gone
+                host = _start(path)
+                deadline = time.monotonic() + timeout
+                while sock is None and time.monotonic() < deadline and host.poll() is None:
+                    time.sleep(0.02)
+                    sock = _try_connect(path)
+    if sock is None:
+        return None
+    creds = sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i"))
+    pid, uid, _ = struct.unpack("3i", creds)
+    if uid != os.getuid():
+        sock.close()
+        return None
+    return sock, pid
+
+
+def _try_connect(path: Path) -> socket.socket | None:
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        sock.connect(str(path))
+    except OSError:
+        sock.close()
+        return None
+    return sock
+
+
+def _start(path: Path) -> subprocess.Popen[bytes]:
+    """Start the host in its own session (it outlives this command), its output to nowhere."""
+    from workbench.engine.models.process_model import host_command, package_path
+
+    env = host_environment()
+    env["PYTHONPATH"] = os.pathsep.join([package_path(), *filter(None, [env.get("PYTHONPATH")])])
+    return subprocess.Popen([*host_command(), "--serve", str(path), "--idle", f"{idle_seconds():g}"],
+                            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                            env=env, cwd="/", start_new_session=True, close_fds=True)
+
+
+# --- the host side ------------------------------------------------------------------------------------
+async def serve(path: Path, idle: float) -> None:
+    """Serve this user's commands on ``path`` until ``idle`` seconds pass with no client."""
+    from workbench.engine.models.model_host import Connection
+
+    clients = 0
+    last = time.monotonic()
+
+    async def client(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        nonlocal clients, last
+        sock = writer.get_extra_info("socket")
+        if sock is None or _peer_uid(sock) != os.getuid():  # another user's process: nothing for it
+            writer.close()
+            return
+
+        def send(message: Any) -> None:
+            if not writer.is_closing():
+                data = pickle.dumps(message, protocol=pickle.HIGHEST_PROTOCOL)
+                writer.write(_HEADER.pack(len(data)) + data)
+
+        connection = Connection(send)
+        clients += 1
+        try:
+            while True:
+                (size,) = _HEADER.unpack(await reader.readexactly(_HEADER.size))
+                connection.handle(pickle.loads(await reader.readexactly(size)))  # noqa: S301 - our user's own
+        except (asyncio.IncompleteReadError, ConnectionError, struct.error, pickle.UnpicklingError):
+            pass  # the command ended (or died): its calls end with it
+        finally:
+            connection.close()
+            clients -= 1
+            last = time.monotonic()
+            writer.close()
+
+    server = await asyncio.start_unix_server(client, path=str(path))
+    os.chmod(path, 0o600)
+    ours = path.stat().st_ino
+    try:
+        while clients or time.monotonic() - last < idle:
+            await asyncio.sleep(min(1.0, idle / 4))
+    finally:
+        server.close()
+        with contextlib.suppress(OSError):
+            if path.stat().st_ino == ours:  # never remove a newer host's socket
+                path.unlink()
+
+
+__all__ = ["connect", "enabled", "host_environment", "idle_seconds", "serve", "socket_path"]
