@@ -193,3 +193,29 @@ def test_the_window_uses_the_host_unless_switched_off(monkeypatch: pytest.Monkey
     monkeypatch.setenv("WORKBENCH_MODEL_PROCESS", "0")
     assert isinstance(make_model(cfg, api_key="k", threaded=True), ThreadedModel)
     assert isinstance(make_model(cfg, api_key="k", host=True), LiteLLMModel)
+
+
+@pytest.mark.timeout(60)  # the failure this guards against is a host that never answers
+def test_a_host_whose_litellm_cannot_load_still_answers_and_reports_it(tmp_path: Path) -> None:
+    """A broken install: the warm-up still answers (nobody waits for it in vain) and the call fails with
+    a ModelError that says what is wrong, not a hang or a dead pipe."""
+    from workbench.engine.models.model_host import read_frame, write_frame
+    from workbench.engine.models.process_model import host_command, package_path
+
+    fake = tmp_path / "fake" / "litellm"
+    fake.mkdir(parents=True)
+    (fake / "__init__.py").write_text("raise ImportError('this litellm is broken on purpose')\n")
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(fake.parent), package_path()])}
+    host = subprocess.Popen(host_command(), stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+                            env=env)
+    try:
+        assert host.stdin is not None and host.stdout is not None
+        write_frame(host.stdin, ("warm", 1, "openai/test-model"))
+        assert read_frame(host.stdout)[:2] == ("warmed", 1)
+        spec = {"model": "openai/test-model", "api_base": "http://127.0.0.1:9", "api_key": "k", "max_retries": 0}
+        write_frame(host.stdin, ("stream", 2, spec, ModelRequest("", (Message.user("hi"),))))
+        kind, call_id, (message, retryable, status) = read_frame(host.stdout)
+        assert (kind, call_id) == ("error", 2) and "broken on purpose" in message, message
+    finally:
+        host.kill()
+        host.wait(10)

@@ -116,7 +116,12 @@ class Connection:
             await llm_setup.warm_up_async()
         except Exception:  # noqa: BLE001 - a warm-up is an optimisation; the first call reports errors
             pass
-        window, prices = look_up(llm_setup.import_litellm(), model_name) if model_name else (None, None)
+        window, prices = None, None
+        try:
+            if model_name:
+                window, prices = look_up(llm_setup.import_litellm(), model_name)
+        except Exception:  # noqa: BLE001 - always answer: the client waits; the first call reports a broken litellm
+            pass
         self.send(("warmed", call_id, (time.perf_counter() - started, window, prices)))
 
 
