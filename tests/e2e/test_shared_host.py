@@ -9,6 +9,7 @@ without a private folder, without a key, or with ``WORKBENCH_MODEL_DAEMON=0`` th
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import signal
@@ -174,3 +175,28 @@ def test_without_a_private_folder_or_a_key_or_when_switched_off_calls_stay_in_pr
                                         "AZURE_API_KEY": "a", "HTTPS_PROXY": "http://proxy:3128"})
     assert env == {"PATH": "/bin", "HTTPS_PROXY": "http://proxy:3128"}
     shutil.rmtree(private, ignore_errors=True)
+
+
+def test_a_sub_agent_of_a_command_calls_through_the_shared_host_too(runtime: Path, tmp_path: Path,
+                                                                    stub_server: StubServer) -> None:
+    """D5 in the CLI: a foreground sub-agent on its own model (same provider, the command's key) makes its
+    call through the shared host; the parent gets its answer as the tool result."""
+    stub_server.script_for("parent", StubReply(tool_calls=[("delegate_to_helper", {"task": "Say hi"})]),
+                           StubReply(text="The helper said hi."))
+    stub_server.script_for("helper", StubReply(text="hi from the helper"))
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    (ws / "workbench.yaml").write_text(
+        f"model: openai/parent\napi_base: {stub_server.url}\npermissions: {{default: allow}}\n"
+        "subagents:\n  agents:\n    - {name: helper, description: Says hi., model: openai/helper}\n", encoding="utf-8")
+    done = subprocess.run([sys.executable, "-X", "importtime", "-m", "workbench", "run", "--workspace", str(ws),
+                           "--approve", "all", "--json", "Ask the helper"],
+                          cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
+    imported = {line.rsplit("|", 1)[-1].strip() for line in done.stderr.splitlines() if line.startswith("import time:")}
+    assert "workbench.session" in imported and "litellm" not in imported  # no call ran in the command itself
+    finished = [e for e in map(json.loads, done.stdout.splitlines()) if e.get("type") == "tool_call_finished"]
+    assert [(e["name"], e["status"]) for e in finished] == [("delegate_to_helper", "ok")]
+    assert "The helper said hi." in done.stdout
+    assert [b["model"] for b in stub_server.requests] == ["parent", "helper", "parent"]
+    assert stub_server.auth == [f"Bearer {KEY}"] * 3 and len(hosts(runtime)) == 1
