@@ -219,3 +219,13 @@ def test_a_host_whose_litellm_cannot_load_still_answers_and_reports_it(tmp_path:
     finally:
         host.kill()
         host.wait(10)
+
+
+async def test_a_host_that_cannot_be_started_is_a_model_error_naming_the_command(monkeypatch) -> None:
+    from workbench.engine.models import process_model
+
+    monkeypatch.setattr(process_model, "host_command", lambda: ["/nonexistent/python-for-the-host"])
+    monkeypatch.setattr(ModelHost, "_shared", None)
+    with pytest.raises(ModelError) as caught:
+        await collect(ProcessModel(inner("http://127.0.0.1:9")), REQUEST)
+    assert "could not be started" in str(caught.value) and "/nonexistent/python-for-the-host" in str(caught.value)

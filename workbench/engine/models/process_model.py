@@ -66,7 +66,11 @@ class ModelHost:
         """This process's own host, started now if none runs (or the last one died)."""
         with cls._shared_lock:
             if cls._shared is None or not cls._shared.alive:
-                cls._shared = cls.spawn()
+                try:
+                    cls._shared = cls.spawn()
+                except OSError as exc:  # no interpreter or bundle to start: say so, as a model error
+                    raise ModelError(f"the model process could not be started ({' '.join(host_command())}): "
+                                     f"{exc}", retryable=True) from exc
             return cls._shared
 
     @classmethod
