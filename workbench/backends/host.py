@@ -426,7 +426,10 @@ class HostBackend(FileBackend):
         for entry in entries:
             name = join(v, entry.name)
             info = self._entry_info(name, entry)
-            if info is not None and not self._hidden(name, os.path.realpath(entry.path)):
+            # ``real`` is already resolved, so an entry that is no symlink is its own real path: only a
+            # symlink needs ``realpath`` (seven lstat calls each; issue 9: the ``ls`` of every step).
+            entry_real = os.path.realpath(entry.path) if entry.is_symlink() else entry.path
+            if info is not None and not self._hidden(name, entry_real):
                 out.append(info)
         return out
 
