@@ -26,9 +26,10 @@ _ERROR = re.compile(r"^(ERROR|CRITICAL)\b|Traceback \(most recent call last\)|Mo
 
 
 def minimal_env(home: Path, **extra: str) -> dict[str, str]:
-    """The environment of a fresh account: system PATH only, a new HOME (so new config and data folders)."""
+    """The environment of a fresh account: system PATH only, a new HOME (so new config and data folders).
+    No shared model host (it would outlive the test, shared_host.py) unless ``extra`` asks for one."""
     home.mkdir(parents=True, exist_ok=True)
-    return {"PATH": "/usr/bin:/bin", "HOME": str(home), **extra}
+    return {"PATH": "/usr/bin:/bin", "HOME": str(home), "WORKBENCH_MODEL_DAEMON": "0", **extra}
 
 
 def errors_in(text: str) -> list[str]:

@@ -13,6 +13,7 @@ import os
 import shutil
 import subprocess
 import sys
+import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -77,10 +78,20 @@ def test_bundle_calls_a_model_through_litellm_K1(bundle: Path, tmp_path: Path, s
     stub_server.script(StubReply(text="pong from the stub", usage=(12, 4)))
     ws = tmp_path / "ws"
     ws.mkdir()
-    env = minimal_env(tmp_path / "home", OPENAI_API_KEY="sk-test")
-    done = subprocess.run([str(bundle / "workbench"), "run", "--model", "openai/gpt-4.1-mini", "--api-base",
-                           stub_server.url, "--approve", "all", "--json", "ping"],
-                          cwd=ws, env=env, stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=120)
+    runtime = Path(tempfile.mkdtemp(prefix="wbrt-"))  # the call goes through the bundle's shared model host
+    env = minimal_env(tmp_path / "home", OPENAI_API_KEY="sk-test", WORKBENCH_MODEL_DAEMON="1",
+                      XDG_RUNTIME_DIR=str(runtime))
+    try:
+        done = subprocess.run([str(bundle / "workbench"), "run", "--model", "openai/gpt-4.1-mini", "--api-base",
+                               stub_server.url, "--approve", "all", "--json", "ping"],
+                              cwd=ws, env=env, stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=120)
+        assert len(list((runtime / "workbench").glob("model-host-*.sock"))) == 1  # the bundle started it
+    finally:
+        from tests.e2e.test_shared_host import hosts
+
+        for pid in hosts(runtime):
+            os.kill(pid, 9)
+        shutil.rmtree(runtime, ignore_errors=True)
     assert done.returncode == 0, f"exit {done.returncode}\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}"
     assert not errors_in(done.stderr), done.stderr[-3000:]
     events = [json.loads(line) for line in done.stdout.splitlines() if line.strip()]
