@@ -229,3 +229,22 @@ async def test_a_host_that_cannot_be_started_is_a_model_error_naming_the_command
     with pytest.raises(ModelError) as caught:
         await collect(ProcessModel(inner("http://127.0.0.1:9")), REQUEST)
     assert "could not be started" in str(caught.value) and "/nonexistent/python-for-the-host" in str(caught.value)
+
+
+def test_stop_sends_what_is_queued_then_ends_the_host() -> None:
+    """The writer thread sends queued frames in order; ``stop`` closes the pipe after them and the host
+    exits (its stdin ended)."""
+    host = ModelHost.spawn()
+    try:
+        host.send(("cancel", 999))  # a frame for a call that does not exist: harmless, and sent first
+        host.stop(timeout=20)
+        assert host.process is not None and host.process.returncode == 0
+        deadline = time.monotonic() + 5
+        while host.alive and time.monotonic() < deadline:  # the reader sees the end of the replies
+            time.sleep(0.02)
+        assert not host.alive
+        with pytest.raises(OSError):
+            host.send(("cancel", 1000))
+    finally:
+        if host.process is not None and host.process.poll() is None:
+            host.process.kill()

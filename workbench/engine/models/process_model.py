@@ -24,6 +24,7 @@ import subprocess
 import sys
 import threading
 from collections.abc import AsyncIterator, Callable
+from queue import SimpleQueue
 from typing import Any, BinaryIO
 
 from workbench.engine.messages import ModelDelta, ModelRequest, ModelResponse
@@ -45,6 +46,9 @@ def host_command() -> list[str]:
     if getattr(sys, "frozen", False):
         return [sys.executable, "__model-host"]
     return [sys.executable, "-m", "workbench.engine.models.model_host"]
+
+
+_CLOSE = object()  # the writer thread's last item: close the pipe to the host
 
 
 def package_path() -> str:
@@ -105,7 +109,9 @@ class ModelHost:
     def __init__(self, replies: BinaryIO, commands: BinaryIO, pid: int, *,
                  process: subprocess.Popen[bytes] | None = None, closer: Callable[[], None] | None = None) -> None:
         self._ids = itertools.count(1)
-        self._write_lock = threading.Lock()
+        # Frames go out on a writer thread: pickling a long history (~1.5 ms at 1,000 messages) and a pipe
+        # that is full while the host is busy (importing litellm) never hold up the caller — the GUI thread.
+        self._outbox: SimpleQueue[Any] = SimpleQueue()
         self._lock = threading.Lock()
         # call id -> (the loop that waits, its queue) for streams; call id -> future for warm-ups
         self._streams: dict[int, tuple[asyncio.AbstractEventLoop, asyncio.Queue[tuple[str, Any]]]] = {}
@@ -116,14 +122,30 @@ class ModelHost:
         self._closer = closer
         self._reader = threading.Thread(target=self._read, name="workbench-model-host", daemon=True)
         self._reader.start()
+        self._writer = threading.Thread(target=self._write, name="workbench-model-host-writer", daemon=True)
+        self._writer.start()
 
     @property
     def alive(self) -> bool:
         return not self._dead and (self.process is None or self.process.poll() is None)
 
     def send(self, message: Any) -> None:
-        with self._write_lock:
-            write_frame(self._commands, message)
+        """Queue a frame for the host (never waits); OSError once the host is known to be gone."""
+        if not self.alive:
+            raise OSError("the model process has stopped")
+        self._outbox.put(message)
+
+    def _write(self) -> None:
+        while True:
+            message = self._outbox.get()
+            if message is _CLOSE:
+                break
+            try:
+                write_frame(self._commands, message)
+            except (OSError, ValueError):  # the host is gone: the reader sees its end and fails the calls
+                break
+        with contextlib.suppress(OSError, ValueError):
+            self._commands.close()
 
     # --- calls ------------------------------------------------------------------------------------------
     def open_stream(self, spec: dict[str, Any], request: ModelRequest) -> tuple[int, asyncio.Queue[tuple[str, Any]]]:
@@ -166,8 +188,8 @@ class ModelHost:
     def stop(self, timeout: float = 5.0) -> None:
         """Close the connection: the window's host exits at once; a shared host cancels this process's
         calls and goes on serving others."""
-        with contextlib.suppress(OSError):
-            self._commands.close()
+        self._outbox.put(_CLOSE)  # what is queued goes first, then the pipe closes
+        self._writer.join(timeout)
         if self._closer is not None:
             with contextlib.suppress(OSError):
                 self._closer()
