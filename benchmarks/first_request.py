@@ -98,14 +98,15 @@ def stop_shared_hosts(runtime: Path) -> None:
     """End the shared model hosts this run started (their sockets are under ``runtime``)."""
     import signal
     import socket
-    import struct
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+    from workbench.engine.models.shared_host import peer
 
     for path in (runtime / "workbench").glob("*.sock"):
         try:
             with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
                 sock.connect(str(path))
-                creds = sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i"))
-            os.kill(struct.unpack("3i", creds)[0], signal.SIGTERM)
+                os.kill(peer(sock)[0], signal.SIGTERM)
         except OSError:
             pass
 

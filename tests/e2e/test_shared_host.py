@@ -14,7 +14,6 @@ import os
 import shutil
 import signal
 import socket
-import struct
 import subprocess
 import sys
 import tempfile
@@ -25,6 +24,7 @@ from pathlib import Path
 import pytest
 
 from tests.stub_server import StubReply, StubServer
+from workbench.engine.models import shared_host
 
 ROOT = Path(__file__).resolve().parents[2]
 KEY = "sk-shared-host-test-4b1d"
@@ -68,7 +68,7 @@ def sockets(folder: Path) -> list[Path]:
 def peer_pid(path: Path) -> int:
     with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
         sock.connect(str(path))
-        return struct.unpack("3i", sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i")))[0]
+        return shared_host.peer(sock)[0]
 
 
 def run(workspace: Path, stub: StubServer, prompt: str = "hi", **popen: object) -> subprocess.CompletedProcess[str]:
@@ -143,7 +143,6 @@ def test_a_command_killed_mid_answer_has_its_call_cancelled(runtime: Path, tmp_p
 def test_without_a_private_folder_or_a_key_or_when_switched_off_calls_stay_in_process(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     from workbench.config import WorkbenchConfig
-    from workbench.engine.models import shared_host
     from workbench.engine.models.litellm_model import LiteLLMModel
     from workbench.engine.models.process_model import ProcessModel
     from workbench.session import make_model

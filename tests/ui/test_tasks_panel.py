@@ -65,6 +65,17 @@ def cells(panel: Any, row: int = 0) -> list[str]:
     return [str(model.data(model.index(row, c)) or "") for c in range(model.columnCount())]
 
 
+def script_research(stub: StubServer, launched: str, *, delays: tuple[float, float]) -> None:
+    """The parent launches the researcher in the background ("Dig into the logs") and answers
+    ``launched``; the researcher lists /project, then reports, each reply after its delay."""
+    stub.script_for("parent", StubReply(tool_calls=[("delegate_to_researcher",
+                                                     {"task": "Dig into the logs", "background": True})]),
+                    StubReply(text=launched))
+    stub.script_for("researcher",
+                    StubReply(tool_calls=[("ls", {"path": "/project"})], usage=(30, 7), delay=delays[0]),
+                    StubReply(text="Found it: the disk was full.", usage=(20, 5), delay=delays[1]))
+
+
 def show(panel: Any) -> None:
     dock = panel.parentWidget()
     while dock is not None and dock.metaObject().className() != "QDockWidget":
@@ -79,12 +90,7 @@ async def test_d10_the_board_follows_a_background_task_live(windows: Any, tasks_
     status bar), and settles completed with its tokens, cost and last tool — from the bridge's signals."""
     from workbench.ui.tasks_panel import LAST_TOOL, STATUS, TASK, USAGE
 
-    stub_server.script_for("parent", StubReply(tool_calls=[("delegate_to_researcher",
-                                                            {"task": "Dig into the logs", "background": True})]),
-                           StubReply(text="Launched; I will tell you."))
-    stub_server.script_for("researcher",
-                           StubReply(tool_calls=[("ls", {"path": "/project"})], usage=(30, 7), delay=1.2),
-                           StubReply(text="Found it: the disk was full.", usage=(20, 5), delay=1.2))
+    script_research(stub_server, "Launched; I will tell you.", delays=(1.2, 1.2))
     window = await open_window(windows, tasks_workspace())
     panel = board(window)
     show(panel)
@@ -462,12 +468,7 @@ async def test_d10_an_open_task_transcript_follows_the_running_task_read_off_the
     stall the window every time it makes progress (G13)."""
     import threading
 
-    stub_server.script_for("parent", StubReply(tool_calls=[("delegate_to_researcher",
-                                                            {"task": "Dig into the logs", "background": True})]),
-                           StubReply(text="Launched."))
-    stub_server.script_for("researcher",
-                           StubReply(tool_calls=[("ls", {"path": "/project"})], usage=(30, 7), delay=1.0),
-                           StubReply(text="Found it: the disk was full.", usage=(20, 5), delay=1.5))
+    script_research(stub_server, "Launched.", delays=(1.0, 1.5))
     window = await open_window(windows, tasks_workspace())
     panel = board(window)
     show(panel)

@@ -30,6 +30,7 @@ from typing import Any, BinaryIO
 from workbench.engine.messages import ModelDelta, ModelRequest, ModelResponse
 from workbench.engine.models.litellm_model import LiteLLMModel
 from workbench.engine.models.model_host import read_frame, write_frame
+from workbench.engine.models.threaded import with_queued_deltas
 from workbench.engine.usage import Usage
 from workbench.errors import ModelError
 
@@ -55,6 +56,11 @@ def package_path() -> str:
     """The folder this very ``workbench`` package was imported from (a checkout on sys.path too): a
     host process imports the same code."""
     return os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
+
+
+def with_package_path(env: dict[str, str]) -> dict[str, str]:
+    """``env`` for a host process: ``package_path()`` first on its PYTHONPATH, so it imports the same code."""
+    return {**env, "PYTHONPATH": os.pathsep.join([package_path(), *filter(None, [env.get("PYTHONPATH")])])}
 
 
 class ModelHost:
@@ -98,11 +104,10 @@ class ModelHost:
     @classmethod
     def spawn(cls) -> ModelHost:
         """Start a host as this process's child: it ends when this process does (its stdin closes)."""
-        env = {k: v for k, v in os.environ.items() if k != "WORKBENCH_MODEL_PROCESS"}
-        env["PYTHONPATH"] = os.pathsep.join([package_path(), *filter(None, [env.get("PYTHONPATH")])])
         home = os.path.expanduser("~")
         process = subprocess.Popen(host_command(), stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=None,
-                                   env=env, cwd=home if os.path.isdir(home) else "/", close_fds=True)
+                                   env=with_package_path(dict(os.environ)), cwd=home if os.path.isdir(home) else "/",
+                                   close_fds=True)
         assert process.stdout is not None and process.stdin is not None
         return cls(process.stdout, process.stdin, process.pid, process=process)
 
@@ -312,7 +317,7 @@ class ProcessModel:
     def estimate_usage(self, request: ModelRequest, text: str) -> Usage:
         """A call cut mid-stream, estimated (``models/base.estimated_usage``) without importing litellm
         here: tiktoken counts, priced with what the host's warm-up found (unpriced before it)."""
-        return self.inner._usage(_RememberedPrices(self.name), None, request, text, "", ())  # noqa: SLF001
+        return self.inner._usage(_RememberedPrices(), None, request, text, "", ())  # noqa: SLF001
 
 
     async def stream(self, request: ModelRequest) -> AsyncIterator[ModelDelta | ModelResponse]:
@@ -336,16 +341,8 @@ class ProcessModel:
                 while True:
                     kind, payload = await queue.get()
                     if kind == "item":
-                        if isinstance(payload, ModelDelta):  # what else is queued too: one UI update a wake-up
-                            batch = [payload]
-                            while not queue.empty() and queue._queue[0][0] == "item" \
-                                    and isinstance(queue._queue[0][1], ModelDelta):  # noqa: SLF001
-                                batch.append(queue.get_nowait()[1])
-                            if len(batch) > 1:
-                                payload = ModelDelta(text="".join(d.text for d in batch),
-                                                     reasoning="".join(d.reasoning for d in batch))
                         yielded = True
-                        yield payload
+                        yield with_queued_deltas(payload, queue) if isinstance(payload, ModelDelta) else payload
                     elif kind == "ended":
                         finished = True
                         if attempt == 1 and not yielded:
@@ -367,10 +364,8 @@ class ProcessModel:
 class _RememberedPrices:
     """Stands in for litellm in ``LiteLLMModel._usage``: ``cost_per_token`` from ``model_info``."""
 
-    def __init__(self, model_name: str) -> None:
-        self.model_name = model_name
-
-    def cost_per_token(self, *, model: str, prompt_tokens: int, completion_tokens: int,
+    @staticmethod
+    def cost_per_token(*, model: str, prompt_tokens: int, completion_tokens: int,
                        **_: Any) -> tuple[float, float]:
         from workbench.engine import model_info
 
@@ -380,4 +375,4 @@ class _RememberedPrices:
         return prompt_tokens * known[0], completion_tokens * known[1]
 
 
-__all__ = ["ModelHost", "ProcessModel", "enabled", "host_command"]
+__all__ = ["ModelHost", "ProcessModel", "enabled", "host_command", "package_path", "with_package_path"]

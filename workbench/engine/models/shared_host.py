@@ -106,9 +106,10 @@ def socket_path() -> Path | None:
     return path if len(os.fsencode(path)) < MAX_SOCKET_PATH else None  # the kernel's limit for a socket name
 
 
-def _peer_uid(sock: socket.socket) -> int:
-    creds = sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i"))
-    return struct.unpack("3i", creds)[1]
+def peer(sock: socket.socket) -> tuple[int, int]:
+    """The pid and uid of the process at the other end of a Unix socket (``SO_PEERCRED``)."""
+    pid, uid, _ = struct.unpack("3i", sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i")))
+    return pid, uid
 
 
 # --- the client side ----------------------------------------------------------------------------------
@@ -136,8 +137,7 @@ def connect(timeout: float = 90.0) -> tuple[socket.socket, int] | None:
                     sock = _try_connect(path)
     if sock is None:
         return None
-    creds = sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i"))
-    pid, uid, _ = struct.unpack("3i", creds)
+    pid, uid = peer(sock)
     if uid != os.getuid():
         sock.close()
         return None
@@ -156,13 +156,12 @@ def _try_connect(path: Path) -> socket.socket | None:
 
 def _start(path: Path) -> subprocess.Popen[bytes]:
     """Start the host in its own session (it outlives this command), its output to nowhere."""
-    from workbench.engine.models.process_model import host_command, package_path
+    from workbench.engine.models.process_model import host_command, with_package_path
 
-    env = host_environment()
-    env["PYTHONPATH"] = os.pathsep.join([package_path(), *filter(None, [env.get("PYTHONPATH")])])
     return subprocess.Popen([*host_command(), "--serve", str(path), "--idle", f"{idle_seconds():g}"],
                             stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                            env=env, cwd="/", start_new_session=True, close_fds=True)
+                            env=with_package_path(host_environment()), cwd="/", start_new_session=True,
+                            close_fds=True)
 
 
 # --- the host side ------------------------------------------------------------------------------------
@@ -176,7 +175,7 @@ async def serve(path: Path, idle: float) -> None:
     async def client(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         nonlocal clients, last
         sock = writer.get_extra_info("socket")
-        if sock is None or _peer_uid(sock) != os.getuid():  # another user's process: nothing for it
+        if sock is None or peer(sock)[1] != os.getuid():  # another user's process: nothing for it
             writer.close()
             return
 
@@ -212,4 +211,4 @@ async def serve(path: Path, idle: float) -> None:
                 path.unlink()
 
 
-__all__ = ["connect", "enabled", "host_environment", "idle_seconds", "serve", "socket_path"]
+__all__ = ["connect", "enabled", "host_environment", "idle_seconds", "peer", "serve", "socket_path"]

@@ -31,6 +31,15 @@ def _merge(deltas: list[ModelDelta]) -> ModelDelta:
     return ModelDelta(text="".join(d.text for d in deltas), reasoning="".join(d.reasoning for d in deltas))
 
 
+def with_queued_deltas(first: ModelDelta, queue: asyncio.Queue[tuple[str, Any]]) -> ModelDelta:
+    """``first`` merged with the text deltas already queued right behind it (``("item", delta)``
+    entries): one UI update per wake-up. Used by ``ThreadedModel`` and ``ProcessModel``."""
+    batch = [first]
+    while not queue.empty() and queue._queue[0][0] == _ITEM and isinstance(queue._queue[0][1], ModelDelta):  # noqa: SLF001
+        batch.append(queue.get_nowait()[1])
+    return _merge(batch)
+
+
 class ThreadedModel:
     """A ``Model`` that wraps another and runs its stream on a dedicated worker thread's loop."""
 
@@ -130,14 +139,7 @@ class ThreadedModel:
             while True:
                 kind, payload = await queue.get()
                 if kind == _ITEM:
-                    if isinstance(payload, ModelDelta):
-                        # Anything else already queued is merged too: one UI update per wake-up.
-                        batch = [payload]
-                        while not queue.empty() and isinstance(queue._queue[0][1], ModelDelta):  # noqa: SLF001
-                            batch.append(queue.get_nowait()[1])
-                        yield _merge(batch)
-                    else:
-                        yield payload
+                    yield with_queued_deltas(payload, queue) if isinstance(payload, ModelDelta) else payload
                 elif kind == _ERROR:
                     raise payload
                 else:
