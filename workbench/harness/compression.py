@@ -386,9 +386,9 @@ class CompressionMiddleware(AgentMiddleware):
         if self.config.max_input_tokens:
             return int(self.config.max_input_tokens)
         if self._window is None and self._model_name and model_info.known(self._model_name):
-            # asked once, when litellm is there (it is imported lazily): a model it does not know
-            # costs a raised exception per look-up
-            self._window = context_window(self._model_name)
+            # asked once, when it can be answered (a model host's look-up, or litellm imported here): a
+            # model litellm does not know costs a raised exception per look-up
+            self._window = model_info.context_window(self._model_name)
             self._model_name = ""
         if self._window:
             return int(self._window * WINDOW_SHARE)
@@ -613,12 +613,5 @@ def measure(request: ModelRequest, view: Sequence[Message], trigger: int, window
     return {"tokens": size, "trigger": trigger, "window": window, "parts": parts, "messages": len(view)}
 
 
-def context_window(model_name: str) -> int | None:
-    """The model's input window (litellm's model info, or what the model host found; None when unknown)."""
-    from workbench.engine.model_info import context_window as window
-
-    return window(model_name)
-
-
-__all__ = ["CompressionMiddleware", "CompressionStore", "Plan", "bind_compression", "make_summarizer", "collect_facts", "compressed_view", "context_window",
+__all__ = ["CompressionMiddleware", "CompressionStore", "Plan", "bind_compression", "make_summarizer", "collect_facts", "compressed_view",
            "estimate", "measure", "plan", "safe_end", "span_to_replace", "stored_position"]
