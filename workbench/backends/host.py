@@ -116,6 +116,10 @@ class HostBackend(FileBackend):
         # when this root is one of their parents or a symlink leads there.
         self._protected = tuple(os.path.normcase(os.path.realpath(os.fspath(p))) for p in protected)
         self._protected_folded = tuple(_fold(p) for p in self._protected)
+        # The same as folder prefixes, so one ``startswith`` tests them all (every listed entry asks).
+        self._protected_under = tuple(p.rstrip(os.sep) + os.sep for p in self._protected)
+        self._protected_folded_under = tuple(p.rstrip(os.sep) + os.sep for p in self._protected_folded)
+        self._root_under = self._root.rstrip(os.sep) + os.sep
         self._icase = _case_insensitive(self._root)
 
     def __repr__(self) -> str:
@@ -142,13 +146,17 @@ class HostBackend(FileBackend):
         (macOS), realpath keeps the case as typed and normcase does nothing there, so both sides are
         compared folded: ``.WORKBENCH`` is ``.workbench`` on such a disk (P5)."""
         if self._icase:
-            key, protected = _fold(real), self._protected_folded
+            key, protected, under = _fold(real), self._protected_folded, self._protected_folded_under
         else:
-            key, protected = os.path.normcase(real), self._protected
-        return any(key == p or key.startswith(p.rstrip(os.sep) + os.sep) for p in protected)
+            key, protected, under = os.path.normcase(real), self._protected, self._protected_under
+        return key in protected or key.startswith(under)
 
     def _virtual(self, real: str) -> str:
         """The virtual path of a real path inside the root, spelt as on disk (P5)."""
+        if not self._icase and real.startswith(self._root_under) and os.path.normpath(real) == real:
+            # Already normal and below the root: the rest of it is the path (what relpath, ten
+            # times slower, would give; it is asked for every listed entry).
+            return "/" + real[len(self._root_under):].replace(os.sep, "/")
         rel = os.path.relpath(real, self._root)
         if rel == os.curdir:
             return "/"

@@ -29,6 +29,8 @@ from workbench.engine.events import Event
 from workbench.engine.frozen import FrozenDict, FrozenList
 from workbench.engine.store_pages import PagedReads, _role, _stored_count, _unpack
 from workbench.engine.usage import Usage
+from workbench.engine.wal_checkpointer import CHECKPOINTER
+from workbench.engine.wal_checkpointer import EVERY_COMMITS as WAL_EVERY_COMMITS
 from workbench.errors import StoreError, ThreadBusyError
 
 log = logging.getLogger(__name__)
@@ -177,6 +179,8 @@ class Store(PagedReads):
             self._db = sqlite3.connect(self.path, check_same_thread=False, isolation_level=None)
             self._db.execute("PRAGMA journal_mode=WAL")
             self._db.execute("PRAGMA synchronous=NORMAL")
+            # Never checkpoint inside a commit (which may run on the GUI thread): see wal_checkpointer.
+            self._db.execute("PRAGMA wal_autocheckpoint=0")
             self._db.executescript(SCHEMA)
             self._add_role_column()
         except sqlite3.DatabaseError as e:
@@ -186,12 +190,15 @@ class Store(PagedReads):
         self.active_threads: set[str] = set()
         self._cache: dict[str, _Written] = {}  # per claimed thread: what this store wrote last
         self._values_memo: dict[str, tuple[Any, tuple[str, str]]] = {}  # see _state_values
+        self._wal = CHECKPOINTER.register(self.path)
+        self._commits = 0
 
     @classmethod
     def for_workspace(cls, workspace: Path | str) -> Store:
         return cls(Path(workspace) / ".workbench" / "threads.sqlite3")
 
     def close(self) -> None:
+        CHECKPOINTER.release(self._wal)
         with self._lock:
             self._db.close()
 
@@ -206,6 +213,9 @@ class Store(PagedReads):
                 raise
             else:
                 self._db.execute("COMMIT")
+                self._commits += 1
+                if self._commits % WAL_EVERY_COMMITS == 0:
+                    CHECKPOINTER.request(self._wal)
 
     # -- threads ---------------------------------------------------------------------------------
     def create_thread(self, title: str = "", thread_id: str | None = None) -> str:
