@@ -239,6 +239,15 @@ class TranscriptView(RowList):
                          edited=row.edited, expanded=row.expanded, call_ref=row.call_ref, output=row.output,
                          ending=row.ending)
 
+    def spare_row(self, key: str) -> Row | None:
+        """Spares for what a live run adds at the end: its answers' blocks and its tool calls' rows."""
+        ref = {"message": -1} if self.inspect_prompts else None  # the reuse sets the real one
+        if key == "tool":
+            return tool_row("", "", {}, call_ref=ref)
+        if key == f"message:assistant:{ref is not None}":
+            return message_row("assistant", "", call_ref=ref)
+        return None
+
     def forget_widget(self, row: Row, widget: QWidget) -> None:
         if isinstance(widget, ToolCallRow):
             row.expanded = widget.expanded  # opened again when scrolled back to

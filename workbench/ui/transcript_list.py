@@ -13,7 +13,11 @@ one contiguous window of them, ``rows[lo:hi]``:
   ``MAX_BUILT`` are built, so memory and layout stay bounded however far the person scrolls;
 - a dropped row's widget is kept for reuse (``POOL`` of each kind): the next row of that kind takes it
   over (``reuse_row``) instead of building and styling a new one — three times cheaper;
-- the newest row streams as before: appending to a list built to its end builds the new row at once.
+- the newest row streams as before: appending to a list built to its end builds the new row at once —
+  from a spare when one is kept: after each row added at the end, a spare widget of its kind is built
+  and styled a moment later (``spare_row``), between streamed batches, so a step's boundary (a new
+  tool call row, then the next answer's block, with the engine's own work) does not also build and
+  style widgets (issue 9: the window's worst frames were there).
 
 The subclass builds a row's widget (``build_row``), says which rows may share widgets (``pool_key``)
 and fits a kept widget to another row (``reuse_row``), and says whether an earlier page exists
@@ -47,6 +51,9 @@ AHEAD_SCREENS, KEEP_SCREENS = 1.5, 3.0
 PREFETCH_ROWS = 80
 #: Widgets kept for reuse, per kind (``pool_key``); more are deleted.
 POOL = 80
+#: After a row is added at the end, a spare widget of its kind is built this many ms later (see
+#: ``_make_spare``), so that the next such row takes it over instead of being built then.
+SPARE_DELAY_MS = 40
 
 
 class RowList(QScrollArea):
@@ -79,6 +86,11 @@ class RowList(QScrollArea):
         self._filling.setSingleShot(True)
         self._filling.setInterval(0)
         self._filling.timeout.connect(self._fill)
+        self._spare_keys: list[str] = []  # kinds a spare is wanted for, oldest first
+        self._spares = QTimer(self)
+        self._spares.setSingleShot(True)
+        self._spares.setInterval(SPARE_DELAY_MS)
+        self._spares.timeout.connect(self._make_spare)
         bar = self.verticalScrollBar()
         bar.rangeChanged.connect(self._on_range)
         bar.valueChanged.connect(self._on_scrolled)
@@ -100,6 +112,10 @@ class RowList(QScrollArea):
 
     def reuse_row(self, row: Row, widget: QWidget) -> None:
         """Make a kept widget show ``row`` (as ``build_row(row)`` would have built it)."""
+
+    def spare_row(self, key: str) -> Row | None:
+        """A placeholder row to build a spare widget of kind ``key`` from (None: no spares of it)."""
+        return None
 
     def add_head(self, widget: QWidget) -> None:
         """A fixed widget above the rows (below the earlier-messages hint)."""
@@ -147,6 +163,10 @@ class RowList(QScrollArea):
         self._rows.append(row)
         if built:
             self._build(len(self._rows) - 1, above=False)
+            key = self.pool_key(row)
+            if key is not None and not self._pool.get(key) and key not in self._spare_keys:
+                self._spare_keys.append(key)
+                self._spares.start()
 
     def prepend_rows(self, rows: Sequence[Row]) -> None:
         """Older rows (an earlier page) above the first; built as the person scrolls up to them."""
@@ -225,6 +245,28 @@ class RowList(QScrollArea):
                 break
         chain_after(anchor, widget)
         return widget
+
+    @Slot()
+    def _make_spare(self) -> None:
+        """Build one wanted spare (one a turn: each is a few ms) and keep it, hidden, in the pool.
+
+        It is parented to the list's container and polished now, so the container's style sheet is
+        applied here rather than when it is first shown."""
+        while self._spare_keys:
+            key = self._spare_keys.pop(0)
+            if self._pool.get(key):
+                continue
+            row = self.spare_row(key)
+            if row is None:
+                continue
+            widget = self.build_row(row)
+            widget.setParent(self._content)
+            widget.hide()
+            widget.ensurePolished()
+            self._pool.setdefault(key, []).append(widget)
+            break
+        if self._spare_keys:
+            self._spares.start()
 
     def _unbuild(self, row: Row) -> None:
         widget, row.widget = row.widget, None
