@@ -19,6 +19,8 @@ from typing import TYPE_CHECKING, Any
 from PySide6.QtCore import Qt, QTimer, Slot
 from PySide6.QtWidgets import QFrame, QHBoxLayout, QLabel, QStatusBar, QWidget
 
+from workbench.ui.steady_label import SteadyLabel
+
 if TYPE_CHECKING:
     from workbench.ui.bridge import Bridge
 
@@ -98,7 +100,7 @@ class ThinkingRow(QFrame):
             self.setAccessibleDescription(text)
 
 
-class RunTicker(QLabel):
+class RunTicker(SteadyLabel):
     """Elapsed time, tokens and cost of the run in flight, ticking in the status bar; hidden otherwise."""
 
     def __init__(self, bridge: Bridge, parent: QWidget | None = None) -> None:

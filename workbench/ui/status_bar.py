@@ -17,6 +17,7 @@ from PySide6.QtCore import Qt, Signal
 from PySide6.QtWidgets import QLabel, QSizePolicy, QStatusBar, QToolButton, QWidget
 
 from workbench.ui.budget_panel import FIGURE_EVENTS, field_label, format_amount, level_for
+from workbench.ui.steady_label import SteadyLabel
 from workbench.ui.style import set_status_property
 
 _STATUS_WORDS = {
@@ -110,9 +111,10 @@ class RunStatusBar(QStatusBar):
         self.model_label.setObjectName("statusModel")
         self.status_label = QLabel(self)
         self.status_label.setObjectName("statusRun")
-        self.usage_label = QLabel(self)
+        # The two that change every step are steady: their changes never lay the main window out again.
+        self.usage_label = SteadyLabel(self)
         self.usage_label.setObjectName("statusUsage")
-        self.budget_label = QLabel(self)  # G11: the engine's budget figures
+        self.budget_label = SteadyLabel(self)  # G11: the engine's budget figures
         self.budget_label.setObjectName("statusBudget")
         self.budget_label.setAccessibleName("Budget")
         self.sandbox_label = QLabel(self)  # E5: whether the agent's commands run in a sandbox
