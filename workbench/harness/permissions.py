@@ -41,6 +41,7 @@ from __future__ import annotations
 
 import dataclasses
 import fnmatch
+import functools
 import json
 import logging
 import re
@@ -137,16 +138,38 @@ def _canonical(path: str) -> str:
     One spelling per path, so no rule is passed by writing a path differently (P5): ``.``/``..``,
     doubled or trailing slashes, and Unicode normal forms (NFC, as macOS disks treat them alike).
     """
+    if type(path) is str:  # a plain string: remembered (a pure function; every step asks again)
+        return _canonical_str(path)
+    return _spell(path)
+
+
+def _spell(path: str) -> str:
     try:
         return unicodedata.normalize("NFC", normalize(path))
     except BackendRefusal:
         return path
 
 
+# Judging a call's paths asks the same few paths many times: each path once when judged, again for
+# each rule it is matched against, again when the backend opens or lists it, and again by the search
+# tool that shows it (issue 9: eleven judgements of a step's ``ls``). Both functions are pure, so
+# remembering them changes no answer; the sizes bound the memory whatever paths a model names.
+_canonical_str = functools.lru_cache(maxsize=4096)(_spell)
+
+
 def match_path(pattern: str, path: str) -> bool:
     """True if virtual ``path`` (normalized first) matches the path glob ``pattern``."""
+    if type(pattern) is str and type(path) is str:
+        return _match_path_str(pattern, path)
+    return _match_path(pattern, path)
+
+
+def _match_path(pattern: str, path: str) -> bool:
     p = _canonical(path)
     return _path_regex(pattern).fullmatch("" if p == "/" else p.rstrip("/")) is not None
+
+
+_match_path_str = functools.lru_cache(maxsize=8192)(_match_path)
 
 
 def match_tool(pattern: str, name: str) -> bool:
