@@ -179,3 +179,55 @@ async def test_a_call_made_during_a_warm_up_waits_for_it(stub_server, monkeypatc
     idle.set()
     result = await asyncio.wait_for(call, 30)
     assert result.message.content == "after the warm-up" and len(stub_server.requests) == 1
+
+
+def _streamed(model: LiteLLMModel, text: str = "hi") -> tuple[list[str], object, list[str]]:
+    """The deltas and response of one streamed call, and the async generators left to the loop to close."""
+    import sys
+
+    abandoned: list[str] = []
+
+    async def call() -> tuple[list[str], object]:
+        firstiter, finalizer = sys.get_asyncgen_hooks()
+
+        def record(agen):  # asyncio's hook schedules an aclose() task for each generator it sees here
+            abandoned.append(agen.__qualname__)
+            return finalizer(agen)
+
+        sys.set_asyncgen_hooks(firstiter=firstiter, finalizer=record)
+        deltas, final = [], None
+        async for item in model.stream(_request(text)):
+            if hasattr(item, "message"):
+                final = item
+            else:
+                deltas.append(item.text)
+        import gc
+
+        gc.collect()
+        await asyncio.sleep(0)
+        return deltas, final
+
+    deltas, final = asyncio.run(call())
+    return deltas, final, abandoned
+
+
+def test_issue9_a_streamed_answer_leaves_no_generator_per_chunk_to_the_loop(stub_server, monkeypatch):
+    """litellm restarted ``async for`` over the SDK stream for every chunk, leaving one async generator
+    per chunk for asyncio to close with a task of its own; one iterator now serves them all, and the
+    chunks are the same with it as without it."""
+    from workbench.engine import llm_setup
+
+    words = " ".join(f"w{i}" for i in range(40))
+    script = {"text": words, "chunks": 40, "tool_calls": [["ls", {"path": "/project"}, "call_1"]], "usage": [9, 40]}
+    stub_server.script(dict(script), dict(script))
+    model = LiteLLMModel("openai/test-model", stub_server.url, "sk-test")
+    deltas, final, abandoned = _streamed(model)
+    per_chunk = [name for name in abandoned if name == "AsyncStream.__aiter__"]
+    assert per_chunk == [], abandoned
+    assert len(abandoned) < 10, abandoned  # the SDK's inner chain, once a call, not once a chunk
+
+    monkeypatch.setattr(llm_setup, "share_provider_iterator", lambda response: None)
+    plain_deltas, plain_final, plain_abandoned = _streamed(model)
+    assert len([n for n in plain_abandoned if n == "AsyncStream.__aiter__"]) >= 40  # what it was
+    assert deltas == plain_deltas and "".join(deltas) == words
+    assert final.message == plain_final.message and final.message.tool_calls[0].name == "ls"

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 import os
+import sys
 import threading
 import time
 from types import ModuleType
@@ -420,6 +421,54 @@ def _fast_openai_transform() -> None:
     transform._workbench_fast = True  # type: ignore[attr-defined]
     transform.__wrapped__ = original  # type: ignore[attr-defined]
     OpenAIGPTConfig._transform_messages = transform  # type: ignore[method-assign]
+
+
+class _OneProviderIterator:
+    """The provider's stream, iterated through one iterator however often ``async for`` starts over.
+
+    litellm's ``CustomStreamWrapper.__anext__`` runs ``async for chunk in self.completion_stream`` afresh
+    for every chunk it returns. The openai SDK's ``AsyncStream.__aiter__`` is an async generator, so each
+    chunk made a new generator, took one item from it and abandoned it; asyncio then scheduled an
+    ``aclose()`` task for each one collected: a task per chunk on the caller's loop (issue 9: 6 a step
+    in the benchmark, 1,000 for a 1,000-chunk answer). ``AsyncStream.__anext__`` reads the same
+    underlying iterator those generators forward, so handing it out directly yields the same items.
+    """
+
+    __slots__ = ("_stream",)
+
+    def __init__(self, stream: Any) -> None:
+        self._stream = stream
+
+    def __aiter__(self) -> _OneProviderIterator:
+        return self
+
+    def __anext__(self) -> Any:
+        return self._stream.__anext__()
+
+    def __getattr__(self, name: str) -> Any:  # close, aclose, response, ...: the stream's own
+        return getattr(self._stream, name)
+
+
+def _forwarding_stream_class(cls: type) -> bool:
+    """Whether ``cls`` is the openai SDK's ``AsyncStream`` as written when this was: its ``__aiter__``
+    only forwards ``self._iterator``, the iterator its ``__anext__`` reads."""
+    sdk = sys.modules.get("openai._streaming")
+    if sdk is None or cls is not getattr(sdk, "AsyncStream", None):
+        return False
+    aiter, anext = cls.__dict__.get("__aiter__"), cls.__dict__.get("__anext__")
+    code = getattr(aiter, "__code__", None)
+    return (code is not None and anext is not None and code.co_names == ("_iterator",)
+            and "_iterator" in getattr(getattr(anext, "__code__", None), "co_names", ()))
+
+
+def share_provider_iterator(response: Any) -> None:
+    """Give litellm's stream wrapper ``response`` one iterator over its provider stream (see above);
+    any other stream, or a litellm that no longer wraps one this way, is left as it is."""
+    stream = getattr(response, "completion_stream", None)
+    if stream is None or isinstance(stream, _OneProviderIterator):
+        return
+    if _forwarding_stream_class(type(stream)):
+        response.completion_stream = _OneProviderIterator(stream)
 
 
 def _freeze_import_heap() -> None:
