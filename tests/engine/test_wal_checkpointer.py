@@ -78,3 +78,26 @@ def test_R1_closing_the_store_closes_the_checkpointer_connection_and_removes_the
         assert reopened.thread(tid).title == str(2 * EVERY_COMMITS - 1)
     finally:
         reopened.close()
+
+
+def test_R1_a_store_dropped_without_close_gives_its_checkpointer_connection_back(tmp_path):
+    import gc
+
+    path = tmp_path / "s.sqlite3"
+    store = Store(path)
+    token = store._wal
+    tid = store.create_thread("t")
+    for i in range(2 * EVERY_COMMITS):
+        store.rename_thread(tid, str(i))
+    assert _wait_for(lambda: token in CHECKPOINTER._connections)
+    del store
+    gc.collect()
+    # The finalizer queues the release; the checkpointer's thread closes its connection, and SQLite,
+    # seeing the file's last connection go, copies the log back and removes it.
+    assert _wait_for(lambda: token not in CHECKPOINTER._connections and token not in CHECKPOINTER._paths)
+    assert _wait_for(lambda: not (tmp_path / "s.sqlite3-wal").exists())
+    reopened = Store(path)
+    try:
+        assert reopened.thread(tid).title == str(2 * EVERY_COMMITS - 1)
+    finally:
+        reopened.close()

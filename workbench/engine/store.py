@@ -18,6 +18,7 @@ import sqlite3
 import threading
 import time
 import uuid
+import weakref
 import zlib
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
@@ -191,6 +192,9 @@ class Store(PagedReads):
         self._cache: dict[str, _Written] = {}  # per claimed thread: what this store wrote last
         self._values_memo: dict[str, tuple[Any, tuple[str, str]]] = {}  # see _state_values
         self._wal = CHECKPOINTER.register(self.path)
+        # A store dropped without close() must not leave its checkpointer connection open for good.
+        self._wal_release = weakref.finalize(self, CHECKPOINTER.release_later, self._wal)
+        self._wal_release.atexit = False
         self._commits = 0
 
     @classmethod
@@ -198,6 +202,7 @@ class Store(PagedReads):
         return cls(Path(workspace) / ".workbench" / "threads.sqlite3")
 
     def close(self) -> None:
+        self._wal_release.detach()
         CHECKPOINTER.release(self._wal)
         with self._lock:
             self._db.close()

@@ -74,6 +74,13 @@ class WalCheckpointer:
             if conn is not None:
                 conn.close()
 
+    def release_later(self, token: int) -> None:
+        """``release`` on the checkpointer's thread: for a store collected without ``close()``.
+
+        Called from a finalizer, which may run on any thread, inside any lock: it only queues the
+        token (``SimpleQueue.put`` is safe there)."""
+        self._requests.put(-token)
+
     def checkpoint(self, token: int) -> None:
         """Run one PASSIVE checkpoint of the store ``token`` on the calling thread."""
         with self._lock:
@@ -95,7 +102,11 @@ class WalCheckpointer:
 
     def _serve(self) -> None:
         while True:
-            self.checkpoint(self._requests.get())
+            token = self._requests.get()
+            if token < 0:
+                self.release(-token)
+            else:
+                self.checkpoint(token)
 
 
 CHECKPOINTER = WalCheckpointer()
