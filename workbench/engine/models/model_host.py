@@ -34,22 +34,33 @@ import time
 from collections.abc import Callable
 from typing import Any, BinaryIO
 
-_HEADER = struct.Struct(">I")
+#: A frame's header: the length of the pickle that follows (the pipes here and the shared host's socket).
+FRAME_HEADER = struct.Struct(">I")
+
+
+def switched_on(variable: str) -> bool:
+    """Whether an on-by-default switch such as ``WORKBENCH_MODEL_PROCESS`` is on (0/off/false/no: off)."""
+    return os.environ.get(variable, "1").strip().lower() not in ("0", "off", "false", "no")
+
+
+def encode_frame(message: Any) -> bytes:
+    """``message`` as one frame: its header and its pickle."""
+    data = pickle.dumps(message, protocol=pickle.HIGHEST_PROTOCOL)
+    return FRAME_HEADER.pack(len(data)) + data
 
 
 def write_frame(out: BinaryIO, message: Any) -> None:
     """One framed pickle (the caller serialises writers)."""
-    data = pickle.dumps(message, protocol=pickle.HIGHEST_PROTOCOL)
-    out.write(_HEADER.pack(len(data)) + data)
+    out.write(encode_frame(message))
     out.flush()
 
 
 def read_frame(stream: BinaryIO) -> Any | None:
     """The next framed message, or None at the end of the stream (or a torn frame)."""
-    head = stream.read(_HEADER.size)
-    if len(head) < _HEADER.size:
+    head = stream.read(FRAME_HEADER.size)
+    if len(head) < FRAME_HEADER.size:
         return None
-    (size,) = _HEADER.unpack(head)
+    (size,) = FRAME_HEADER.unpack(head)
     data = stream.read(size)
     if len(data) < size:
         return None

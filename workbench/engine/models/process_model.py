@@ -29,7 +29,7 @@ from typing import Any, BinaryIO
 
 from workbench.engine.messages import ModelDelta, ModelRequest, ModelResponse
 from workbench.engine.models.litellm_model import LiteLLMModel
-from workbench.engine.models.model_host import read_frame, write_frame
+from workbench.engine.models.model_host import read_frame, switched_on, write_frame
 from workbench.engine.models.threaded import with_queued_deltas
 from workbench.engine.usage import Usage
 from workbench.errors import ModelError
@@ -39,7 +39,7 @@ log = logging.getLogger(__name__)
 
 def enabled() -> bool:
     """Whether the window's model calls go to the model host (``WORKBENCH_MODEL_PROCESS``, default on)."""
-    return os.environ.get("WORKBENCH_MODEL_PROCESS", "1").strip().lower() not in ("0", "off", "false", "no")
+    return switched_on("WORKBENCH_MODEL_PROCESS")
 
 
 def host_command() -> list[str]:
@@ -318,7 +318,6 @@ class ProcessModel:
         """A call cut mid-stream, estimated (``models/base.estimated_usage``) without importing litellm
         here: tiktoken counts, priced with what the host's warm-up found (unpriced before it)."""
         return self.inner._usage(_RememberedPrices(), None, request, text, "", ())  # noqa: SLF001
-
 
     async def stream(self, request: ModelRequest) -> AsyncIterator[ModelDelta | ModelResponse]:
         """The host's stream of ``request``. A host that dies before the first item is replaced and the

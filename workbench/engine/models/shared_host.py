@@ -36,6 +36,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from workbench.engine.models.model_host import FRAME_HEADER, Connection, encode_frame, switched_on
+
 #: Variables never given to the shared host: they may carry credentials a client did not send.
 SECRET_NAME = re.compile(r"KEY|TOKEN|SECRET|PASSWORD|PASSWD|CREDENTIAL|AUTH", re.IGNORECASE)
 #: Variables that differ between two shells of one user without changing what a call does.
@@ -44,14 +46,11 @@ VOLATILE = {"PWD", "OLDPWD", "SHLVL", "_", "COLUMNS", "LINES", "TERM", "TERM_SES
             "WORKBENCH_MODEL_DAEMON_IDLE", "WORKBENCH_TRUST", "WORKBENCH_SANDBOX"}
 DEFAULT_IDLE = 600.0
 MAX_SOCKET_PATH = 104  # sun_path is 108 bytes on Linux, with its terminating NUL
-_HEADER = struct.Struct(">I")
 
 
 def enabled() -> bool:
     """Whether ``workbench run`` uses the shared host (``WORKBENCH_MODEL_DAEMON``, default on; Linux)."""
-    if not sys.platform.startswith("linux"):
-        return False
-    return os.environ.get("WORKBENCH_MODEL_DAEMON", "1").strip().lower() not in ("0", "off", "false", "no")
+    return sys.platform.startswith("linux") and switched_on("WORKBENCH_MODEL_DAEMON")
 
 
 def idle_seconds() -> float:
@@ -167,8 +166,6 @@ def _start(path: Path) -> subprocess.Popen[bytes]:
 # --- the host side ------------------------------------------------------------------------------------
 async def serve(path: Path, idle: float) -> None:
     """Serve this user's commands on ``path`` until ``idle`` seconds pass with no client."""
-    from workbench.engine.models.model_host import Connection
-
     clients = 0
     last = time.monotonic()
 
@@ -181,14 +178,13 @@ async def serve(path: Path, idle: float) -> None:
 
         def send(message: Any) -> None:
             if not writer.is_closing():
-                data = pickle.dumps(message, protocol=pickle.HIGHEST_PROTOCOL)
-                writer.write(_HEADER.pack(len(data)) + data)
+                writer.write(encode_frame(message))
 
         connection = Connection(send)
         clients += 1
         try:
             while True:
-                (size,) = _HEADER.unpack(await reader.readexactly(_HEADER.size))
+                (size,) = FRAME_HEADER.unpack(await reader.readexactly(FRAME_HEADER.size))
                 connection.handle(pickle.loads(await reader.readexactly(size)))  # noqa: S301 - our user's own
         except (asyncio.IncompleteReadError, ConnectionError, struct.error, pickle.UnpicklingError):
             pass  # the command ended (or died): its calls end with it
