@@ -215,8 +215,6 @@ def test_issue9_a_streamed_answer_leaves_no_generator_per_chunk_to_the_loop(stub
     """litellm restarted ``async for`` over the SDK stream for every chunk, leaving one async generator
     per chunk for asyncio to close with a task of its own; one iterator now serves them all, and the
     chunks are the same with it as without it."""
-    from workbench.engine import llm_setup
-
     words = " ".join(f"w{i}" for i in range(40))
     script = {"text": words, "chunks": 40, "tool_calls": [["ls", {"path": "/project"}, "call_1"]], "usage": [9, 40]}
     stub_server.script(dict(script), dict(script))
@@ -226,7 +224,10 @@ def test_issue9_a_streamed_answer_leaves_no_generator_per_chunk_to_the_loop(stub
     assert per_chunk == [], abandoned
     assert len(abandoned) < 10, abandoned  # the SDK's inner chain, once a call, not once a chunk
 
-    monkeypatch.setattr(llm_setup, "share_provider_iterator", lambda response: None)
+    from openai._streaming import AsyncStream
+
+    assert getattr(AsyncStream.__aiter__, "_workbench_fast", False)  # installed with litellm's import
+    monkeypatch.setattr(AsyncStream, "__aiter__", AsyncStream.__aiter__.__wrapped__)  # the SDK's own
     plain_deltas, plain_final, plain_abandoned = _streamed(model)
     assert len([n for n in plain_abandoned if n == "AsyncStream.__aiter__"]) >= 40  # what it was
     assert deltas == plain_deltas and "".join(deltas) == words

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import logging
 import os
-import sys
 import threading
 import time
 from types import ModuleType
@@ -81,6 +80,7 @@ def _configure(litellm: ModuleType) -> None:
     _skip_idle_cost_calculation(litellm)
     _build_final_response_inline(litellm)
     _lighten_per_message_passes()
+    _one_iterator_per_stream()
     # litellm logs a WARNING per unpriced model and per retry; the workbench reports those itself.
     for name in ("LiteLLM", "LiteLLM Router", "LiteLLM Proxy", "litellm"):
         logging.getLogger(name).setLevel(logging.ERROR)
@@ -240,33 +240,39 @@ def _names(code: Any) -> set[str]:
 
 
 def _install(module_name: str, attr: str, needs: set[str], make: Any, *also: str) -> bool:
-    """Replace ``module.attr`` with ``make(original)`` when the original's code names ``needs`` (the
-    version this was written against); ``also``: other modules that imported the same function."""
+    """``_install_on`` the module ``module_name``; ``also``: other modules that imported the same function."""
     import importlib
 
     try:
         module = importlib.import_module(module_name)
     except Exception:  # noqa: BLE001 - a litellm without this module keeps its own path
         return False
-    original = getattr(module, attr, None)
-    code = getattr(original, "__code__", None)
+    others = []
+    for other in also:
+        try:
+            others.append(importlib.import_module(other))
+        except Exception:  # noqa: BLE001
+            continue
+    return _install_on(module, attr, needs, make, *others)
+
+
+def _install_on(owner: Any, attr: str, needs: set[str], make: Any, *others: Any) -> bool:
+    """Replace ``owner.attr`` (a module's function, or a class's own method) with ``make(original)`` when
+    the original's code names ``needs`` (the version this was written against); ``others``: modules that
+    imported the same function."""
+    original = vars(owner).get(attr)
     if getattr(original, "_workbench_fast", False):
         return True  # installed already
-    if original is None or code is None:
-        return False
-    if not needs <= _names(code):
+    code = getattr(original, "__code__", None)
+    if original is None or code is None or not needs <= _names(code):
         return False
     fast = make(original)
     fast._workbench_fast = True
     fast.__wrapped__ = original
-    setattr(module, attr, fast)
-    for other in also:
-        try:
-            other_module = importlib.import_module(other)
-        except Exception:  # noqa: BLE001
-            continue
-        if getattr(other_module, attr, None) is original:
-            setattr(other_module, attr, fast)
+    setattr(owner, attr, fast)
+    for other in others:
+        if getattr(other, attr, None) is original:
+            setattr(other, attr, fast)
     return True
 
 
@@ -394,81 +400,54 @@ def _fast_openai_transform() -> None:
         from litellm.llms.openai.chat.gpt_transformation import OpenAIGPTConfig
     except ImportError:
         return
-    original = OpenAIGPTConfig.__dict__.get("_transform_messages")
-    code = getattr(original, "__code__", None)
-    if original is None or code is None or getattr(original, "_workbench_fast", False):
-        return
-    if not {"drop_tool_reference_parts_from_tool_messages", "hoist_images_from_tool_messages",
-            "_user_message_for_openai"} <= _names(code):
-        return
     plain = (OpenAIGPTConfig._user_message_for_openai, OpenAIGPTConfig._async_user_message_for_openai,
              OpenAIGPTConfig._user_content_parts)
 
-    def transform(self: Any, messages: Any, model: str, is_async: bool = False) -> Any:
-        cls = type(self)
-        if (cls._user_message_for_openai, cls._async_user_message_for_openai, cls._user_content_parts) != plain:
-            return original(self, messages, model, is_async)
-        for m in messages:
-            if type(m) is not dict or isinstance(m.get("content"), list):
+    def make(original: Any) -> Any:
+        def transform(self: Any, messages: Any, model: str, is_async: bool = False) -> Any:
+            cls = type(self)
+            if (cls._user_message_for_openai, cls._async_user_message_for_openai, cls._user_content_parts) != plain:
                 return original(self, messages, model, is_async)
-        out = list(messages)
-        if is_async:
-            async def done() -> Any:
-                return out
-            return done()
-        return out
+            for m in messages:
+                if type(m) is not dict or isinstance(m.get("content"), list):
+                    return original(self, messages, model, is_async)
+            out = list(messages)
+            if is_async:
+                async def done() -> Any:
+                    return out
+                return done()
+            return out
+        return transform
 
-    transform._workbench_fast = True  # type: ignore[attr-defined]
-    transform.__wrapped__ = original  # type: ignore[attr-defined]
-    OpenAIGPTConfig._transform_messages = transform  # type: ignore[method-assign]
-
-
-class _OneProviderIterator:
-    """The provider's stream, iterated through one iterator however often ``async for`` starts over.
-
-    litellm's ``CustomStreamWrapper.__anext__`` runs ``async for chunk in self.completion_stream`` afresh
-    for every chunk it returns. The openai SDK's ``AsyncStream.__aiter__`` is an async generator, so each
-    chunk made a new generator, took one item from it and abandoned it; asyncio then scheduled an
-    ``aclose()`` task for each one collected: a task per chunk on the caller's loop (issue 9: 6 a step
-    in the benchmark, 1,000 for a 1,000-chunk answer). ``AsyncStream.__anext__`` reads the same
-    underlying iterator those generators forward, so handing it out directly yields the same items.
-    """
-
-    __slots__ = ("_stream",)
-
-    def __init__(self, stream: Any) -> None:
-        self._stream = stream
-
-    def __aiter__(self) -> _OneProviderIterator:
-        return self
-
-    def __anext__(self) -> Any:
-        return self._stream.__anext__()
-
-    def __getattr__(self, name: str) -> Any:  # close, aclose, response, ...: the stream's own
-        return getattr(self._stream, name)
+    _install_on(OpenAIGPTConfig, "_transform_messages",
+                {"drop_tool_reference_parts_from_tool_messages", "hoist_images_from_tool_messages",
+                 "_user_message_for_openai"}, make)
 
 
-def _forwarding_stream_class(cls: type) -> bool:
-    """Whether ``cls`` is the openai SDK's ``AsyncStream`` as written when this was: its ``__aiter__``
-    only forwards ``self._iterator``, the iterator its ``__anext__`` reads."""
-    sdk = sys.modules.get("openai._streaming")
-    if sdk is None or cls is not getattr(sdk, "AsyncStream", None):
-        return False
-    aiter, anext = cls.__dict__.get("__aiter__"), cls.__dict__.get("__anext__")
-    code = getattr(aiter, "__code__", None)
-    return (code is not None and anext is not None and code.co_names == ("_iterator",)
-            and "_iterator" in getattr(getattr(anext, "__code__", None), "co_names", ()))
-
-
-def share_provider_iterator(response: Any) -> None:
-    """Give litellm's stream wrapper ``response`` one iterator over its provider stream (see above);
-    any other stream, or a litellm that no longer wraps one this way, is left as it is."""
-    stream = getattr(response, "completion_stream", None)
-    if stream is None or isinstance(stream, _OneProviderIterator):
+def _one_iterator_per_stream() -> None:
+    """litellm's ``CustomStreamWrapper.__anext__`` runs ``async for chunk in self.completion_stream`` afresh
+    for every chunk it returns. The openai SDK's ``AsyncStream.__aiter__`` is an async generator that only
+    forwards ``self._iterator``, so each chunk made a new generator, took one item from it and abandoned
+    it; asyncio then scheduled an ``aclose()`` task for each one collected: a task per chunk on the
+    caller's loop (issue 9: 6 a step in the benchmark, 1,000 for a 1,000-chunk answer). The stream is its
+    own iterator — its ``__anext__`` reads that same ``_iterator`` — so ``__aiter__`` returns it, and every
+    ``async for`` over one stream goes on where the last one stopped, as before."""
+    try:
+        from openai._streaming import AsyncStream
+    except ImportError:
         return
-    if _forwarding_stream_class(type(stream)):
-        response.completion_stream = _OneProviderIterator(stream)
+    aiter_code = getattr(vars(AsyncStream).get("__aiter__"), "__code__", None)
+    anext_code = getattr(vars(AsyncStream).get("__anext__"), "__code__", None)
+    if aiter_code is None or aiter_code.co_names != ("_iterator",) or anext_code is None \
+            or "_iterator" not in _names(anext_code):
+        return  # an SDK whose __aiter__ does more than forward, or whose __anext__ reads something else
+
+    def make(original: Any) -> Any:
+        def __aiter__(self: Any) -> Any:  # noqa: N807 - the protocol's name
+            return self
+        return __aiter__
+
+    _install_on(AsyncStream, "__aiter__", {"_iterator"}, make)
 
 
 def _freeze_import_heap() -> None:

@@ -257,10 +257,7 @@ class LiteLLMModel:
     async def _attempt(
         self, litellm: Any, kwargs: dict[str, Any], request: ModelRequest
     ) -> AsyncIterator[ModelDelta | ModelResponse]:
-        from workbench.engine.llm_setup import share_provider_iterator
-
         response = await litellm.acompletion(**kwargs)
-        share_provider_iterator(response)  # one iterator, not an abandoned generator per chunk
         text: list[str] = []
         reasoning: list[str] = []
         calls: dict[int, dict[str, Any]] = {}
