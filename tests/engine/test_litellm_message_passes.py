@@ -122,10 +122,16 @@ def test_every_fast_path_is_installed_on_this_litellm() -> None:
     assert llm_setup._signature_separator == SEP
 
 
+@pytest.mark.parametrize(("module", "attr"), [
+    ("litellm.utils", "validate_and_fix_openai_messages"),  # a role each, calls copied, None fields dropped
+    ("litellm.responses.litellm_completion_transformation.tool_search", "unanswered_tool_search_call_ids"),
+    ("litellm.main", "messages_have_pdf_file_part"),
+])
 @SETTINGS
-@given(histories)
-def test_validate_and_fix_gives_what_litellm_gives(messages: list[dict[str, Any]]) -> None:
-    fast = _fast("litellm.utils", "validate_and_fix_openai_messages")
+@given(messages=histories)
+def test_a_fast_path_of_messages_alone_gives_what_litellm_gives(module: str, attr: str,
+                                                                 messages: list[dict[str, Any]]) -> None:
+    fast = _fast(module, attr)
     _same(fast, fast.__wrapped__, messages)
 
 
@@ -139,20 +145,6 @@ def test_developer_role_translation_gives_what_litellm_gives(messages: list[dict
                            ("http://127.0.0.1:8000/v1", {"supports_mid_conversation_system": False})):
         _same(fast, fast.__wrapped__, messages, model="test-model", custom_llm_provider="openai",
               api_base=api_base, model_info=info)
-
-
-@SETTINGS
-@given(histories)
-def test_unanswered_tool_search_ids_are_what_litellm_finds(messages: list[dict[str, Any]]) -> None:
-    fast = _fast("litellm.responses.litellm_completion_transformation.tool_search", "unanswered_tool_search_call_ids")
-    _same(fast, fast.__wrapped__, messages)
-
-
-@SETTINGS
-@given(histories)
-def test_pdf_detection_is_what_litellm_detects(messages: list[dict[str, Any]]) -> None:
-    fast = _fast("litellm.main", "messages_have_pdf_file_part")
-    _same(fast, fast.__wrapped__, messages)
 
 
 @SETTINGS

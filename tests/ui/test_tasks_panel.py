@@ -84,6 +84,18 @@ def show(panel: Any) -> None:
     dock.raise_()
 
 
+async def launch_running(windows: Any, workspace: Path, prompt: str) -> tuple[Any, Any, Any]:
+    """The window on ``workspace``, its Tasks board in sight, after ``prompt`` launched one background
+    task that is still running: ``(window, board, the task)``."""
+    window = await open_window(windows, workspace)
+    panel = board(window)
+    show(panel)
+    assert await asyncio.wait_for(window.send(prompt), 30) == "done"
+    await wait_for(lambda: panel.model.rowCount() == 1 and panel.model.rows[0].status == "pending", 10, "running")
+    [task] = window.session.tasks()
+    return window, panel, task
+
+
 async def test_d10_the_board_follows_a_background_task_live(windows: Any, tasks_workspace: Any,
                                                              stub_server: StubServer) -> None:
     """Launched in the background: the row appears, runs (elapsed ticking, "1 task running" in the
@@ -277,12 +289,7 @@ async def test_d10_abort_from_the_board_asks_first(windows: Any, tasks_workspace
                                                             {"task": "Read everything", "background": True})]),
                            StubReply(text="Launched."))
     stub_server.script_for("researcher", StubReply(text="too late", delay=8))
-    window = await open_window(windows, tasks_workspace())
-    panel = board(window)
-    show(panel)
-    assert await asyncio.wait_for(window.send("Go"), 30) == "done"
-    await wait_for(lambda: panel.model.rowCount() == 1 and panel.model.rows[0].status == "pending", 10, "running")
-    [task] = window.session.tasks()
+    window, panel, task = await launch_running(windows, tasks_workspace(), "Go")
     panel.select(task.id)
     click(qtbot, panel.abort_button)
     box = await find_dialog("abort_task_confirm")
@@ -469,12 +476,7 @@ async def test_d10_an_open_task_transcript_follows_the_running_task_read_off_the
     import threading
 
     script_research(stub_server, "Launched.", delays=(1.0, 1.5))
-    window = await open_window(windows, tasks_workspace())
-    panel = board(window)
-    show(panel)
-    assert await asyncio.wait_for(window.send("Research the logs"), 30) == "done"
-    await wait_for(lambda: panel.model.rowCount() == 1 and panel.model.rows[0].status == "pending", 10, "running")
-    [task] = window.session.tasks()
+    window, panel, task = await launch_running(windows, tasks_workspace(), "Research the logs")
     readers: list[str] = []
     messages_of = window.session.task_messages
     window.session.task_messages = lambda tid: readers.append(threading.current_thread().name) or messages_of(tid)

@@ -83,11 +83,11 @@ def _args_text(arguments: Any) -> str:
     return text if len(text) <= _MAX_ARGS_CHARS else text[: _MAX_ARGS_CHARS - 1] + "…"
 
 
-
 def _caps_cost(budget: Mapping[str, Any]) -> bool:
     """Whether a held budget limits cost (its ``fields``, or the one ``field`` of an older payload)."""
     fields = budget.get("fields")
     return "cost_usd" in fields if isinstance(fields, Mapping) and fields else budget.get("field") == "cost_usd"
+
 
 class BudgetHoldDialog(QDialog):
     """Decide one step's budget holds: allow more, compact and continue (given ``compact``), or stop with a
