@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 
 from tests.stub_server import StubReply, StubServer
+from workbench.harness.delegation import DelegationMiddleware
 from workbench.session import Session
 
 
@@ -348,6 +349,7 @@ async def test_d2_max_delegations_and_d5_continue_task(tmp_path: Path, stub_serv
 
 _LAUNCHER = r"""
 import asyncio, sys
+from workbench.harness.delegation import DelegationMiddleware
 from workbench.session import Session
 
 async def main() -> None:
@@ -642,3 +644,72 @@ async def test_d11_in_the_window_sub_agents_run_on_their_own_thread_and_loop(tmp
     finally:
         await session.close()
     assert not any(t.name == "workbench-tasks" and t.is_alive() for t in threading.enumerate())
+
+
+async def test_d11_a_background_tasks_engine_is_built_where_its_run_goes(tmp_path: Path, stub_server: StubServer,
+                                                                         runner_loop: str,
+                                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 9: launching background tasks builds each child engine (realpath checks, config reads,
+    middleware) where its run goes — in the window the task loop's thread, never the GUI's — once per
+    task, and its progress still reaches the caller's loop."""
+    import threading
+
+    built: list[tuple[str, str]] = []
+    original = DelegationMiddleware._engine_for_task
+
+    def recording(self: DelegationMiddleware, task: Any) -> Any:
+        known = task.id in self._engines
+        engine = original(self, task)
+        if not known:
+            built.append((task.agent, threading.current_thread().name))
+        return engine
+
+    monkeypatch.setattr(DelegationMiddleware, "_engine_for_task", recording)
+    stub_server.script_for("parent", StubReply(tool_calls=[
+        ("delegate_to_researcher", {"task": "Dig", "background": True}),
+        ("delegate_to_writer", {"task": "Write", "background": True})]), StubReply(text="Launched."))
+    stub_server.script_for("researcher", StubReply(tool_calls=[("ls", {"path": "/project"})]), StubReply(text="Dug."))
+    stub_server.script_for("writer", StubReply(text="Wrote."))
+    session = await Session.open(workspace(tmp_path, stub_server), api_key="sk-test")
+    progress: list[tuple[str, str]] = []
+    session.subscribe(lambda e: progress.append((e.data.get("agent"), threading.current_thread().name))
+                      if e.type == "task_progress" else None, replay=False)
+    try:
+        assert (await session.run("Launch both")).status == "done"
+        assert await session.wait_for_tasks(10)
+        assert sorted(t.status for t in session.tasks()) == ["completed", "completed"]
+        assert sorted(a for a, _ in built) == ["researcher", "writer"], built  # one engine a task
+        where = {name for _, name in built}
+        assert where == ({"workbench-tasks"} if runner_loop == "task loop" else {threading.current_thread().name})
+        # the researcher's ls reached the caller as progress, on the caller's thread
+        assert ("researcher", threading.current_thread().name) in progress
+        assert {name for _, name in progress} == {threading.current_thread().name}
+    finally:
+        await session.close()
+
+
+async def test_d9_a_child_engine_that_cannot_be_built_fails_its_task_only(tmp_path: Path, stub_server: StubServer,
+                                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    """A sub-agent whose engine cannot be built (here: a broken stack) ends its own task ``failed``, naming
+    why; the parent's run and the sibling go on (D9)."""
+    original = DelegationMiddleware._engine_for_task
+
+    def broken(self: DelegationMiddleware, task: Any) -> Any:
+        if task.agent == "writer":
+            raise ValueError("sub-agent 'writer' is not configured in workbench.yaml any more")
+        return original(self, task)
+
+    monkeypatch.setattr(DelegationMiddleware, "_engine_for_task", broken)
+    stub_server.script_for("parent", StubReply(tool_calls=[
+        ("delegate_to_researcher", {"task": "Dig", "background": True}),
+        ("delegate_to_writer", {"task": "Write", "background": True})]), StubReply(text="Launched."))
+    stub_server.script_for("researcher", StubReply(text="Dug."))
+    session = await Session.open(workspace(tmp_path, stub_server), api_key="sk-test")
+    try:
+        assert (await session.run("Launch both")).status == "done"
+        assert await session.wait_for_tasks(10)
+        tasks = {t.agent: t for t in session.tasks()}
+        assert tasks["researcher"].status == "completed"
+        assert tasks["writer"].status == "failed" and "not configured in workbench.yaml" in (tasks["writer"].error or "")
+    finally:
+        await session.close()

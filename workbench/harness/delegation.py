@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import json
 import logging
+import threading
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -74,6 +75,8 @@ class DelegationMiddleware(AgentMiddleware):
         self._tool_agent = {self.sub.tool_name(a.name): a.name for a in self.sub.agents}
         self.runner: TaskRunner | None = None
         self._engines: dict[str, Engine] = {}
+        # A background task's engine is built on the task loop's thread, other ones on the caller's.
+        self._engines_lock = threading.Lock()
         self._child_store: Any = None
 
     # -- wiring (Session.open) -----------------------------------------------------------------------------
@@ -113,7 +116,11 @@ class DelegationMiddleware(AgentMiddleware):
 
     def engine_for_task(self, task: TaskRecord) -> Engine:
         """The engine a task runs on: a real agent built from the same workbench.yaml, per task (its
-        budget envelope is its own), on the workspace's store."""
+        budget envelope is its own), on the workspace's store. Safe from any thread: one engine a task."""
+        with self._engines_lock:
+            return self._engine_for_task(task)
+
+    def _engine_for_task(self, task: TaskRecord) -> Engine:
         engine = self._engines.get(task.id)
         if engine is None:
             from workbench.harness.stack import build_child_engine

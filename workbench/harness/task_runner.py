@@ -29,6 +29,7 @@ import contextlib
 import logging
 import os
 import socket
+import threading
 import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any, Protocol
@@ -121,6 +122,11 @@ class LocalTaskRunner:
         # notices — always stays on the loop that calls it.
         self._task_loop = task_loop
         self._engine_for = engine_for
+        # A fresh background task's engine is built on the task loop (its realpath checks, config reads
+        # and middleware set-up off the window's GUI thread: 8 launched at once took ~9 ms there, issue
+        # 9); the other paths build on the caller's loop. One lock, so a task never gets two engines.
+        self._engine_lock = threading.Lock()
+        self._home: asyncio.AbstractEventLoop | None = None  # the caller's loop: progress crosses back to it
         self.max_concurrent = max(1, int(max_concurrent))
         self.timeout_seconds = float(timeout_seconds)
         self._publish = publish or (lambda task, type, data: None)
@@ -193,7 +199,7 @@ class LocalTaskRunner:
             return self._settle(record, "aborted", error="aborted before it started")
         driver = self._drivers.get(task_id)
         if driver is not None and not driver.done():
-            self._stop(self._engine(record), record.child_thread)
+            self._stop(record)
             with contextlib.suppress(Exception, asyncio.CancelledError):
                 await asyncio.wait_for(asyncio.shield(driver), 30)
             record = self.tasks.task(task_id) or record
@@ -304,9 +310,8 @@ class LocalTaskRunner:
             record = self.tasks.task(task_id)
             if record is None or record.status in SETTLED:
                 continue
-            engine = self._engine(record)
             start = (self._continue_with.pop(task_id, None) or self._recovering.pop(task_id, None)
-                     or self._starter(engine, record))
+                     or self._fresh_start(record))
             self._spawn(task_id, start, slot=True)
 
     def _spawn(self, task_id: str, start: Callable[[], Awaitable[RunResult]], *, slot: bool = False) -> None:
@@ -331,12 +336,18 @@ class LocalTaskRunner:
     def _starter(self, engine: Engine, record: TaskRecord) -> Callable[[], Awaitable[RunResult]]:
         return lambda: engine.run(record.child_thread, record.prompt or record.description)
 
+    def _fresh_start(self, record: TaskRecord) -> Callable[[], Awaitable[RunResult]]:
+        """A new task's run; its engine is built where the run starts (``_launch``: on the task loop, when
+        there is one), not on the caller's loop."""
+        self._remember_home()
+        return lambda: self._engine(record).run(record.child_thread, record.prompt or record.description)
+
     async def _drive(self, task_id: str, start: Callable[[], Awaitable[RunResult]]) -> RunResult:
         record = self.tasks.task(task_id)
         assert record is not None, task_id
         if task_id not in _DRIVEN:
             self._own(task_id)
-        engine = self._engine(record)
+        self._by_thread[record.child_thread] = task_id
         now = time.time()
         record = self.tasks.update_task(task_id, status="pending", started=record.started or now) or record
         self._records[task_id] = record
@@ -349,7 +360,7 @@ class LocalTaskRunner:
             done, _ = await asyncio.wait({run}, timeout=max(0.0, limit))
             if not done:  # D7: the wall-clock limit
                 expired = True
-                self._stop(engine, record.child_thread)
+                self._stop(record)
             result = await run
         except asyncio.CancelledError:
             if self._closed:
@@ -362,7 +373,7 @@ class LocalTaskRunner:
             # The parent was stopped (a foreground task is one of its tool calls): stop the sub-agent
             # too, and store how it ended.
             if not run.done():
-                self._stop(engine, record.child_thread)
+                self._stop(record)
                 with contextlib.suppress(BaseException):
                     await asyncio.wait_for(asyncio.shield(run), 10)
             if run.done() and not run.cancelled() and run.exception() is None:
@@ -411,26 +422,41 @@ class LocalTaskRunner:
     def _launch(self, start: Callable[[], Awaitable[Any]]) -> asyncio.Future[Any]:
         """Start a child engine's coroutine where child engines run; awaitable here."""
         if self._task_loop is None:
-            return asyncio.ensure_future(start())
+            async def call() -> Any:  # as TaskLoop.submit: what start() raises is the run's outcome
+                return await start()
+            return asyncio.ensure_future(call())
         return self._task_loop.submit(start)
 
-    def _stop(self, engine: Engine, thread_id: str) -> None:
-        """``Engine.stop`` on the loop the engine's runs live on (its run state is that loop's)."""
+    def _stop(self, record: TaskRecord) -> None:
+        """``Engine.stop`` of the task's run, on the loop the engine's runs live on (its run state is that
+        loop's; there, after the run's start, which built the engine when it was a fresh one)."""
         if self._task_loop is None:
-            engine.stop(thread_id)
+            self._engine(record).stop(record.child_thread)
         else:
-            self._task_loop.call(engine.stop, thread_id)
+            self._task_loop.call(lambda: self._engine(record).stop(record.child_thread))
 
     # -- progress ----------------------------------------------------------------------------------------
+    def _remember_home(self) -> None:
+        """Note the caller's loop (where progress is handled) while running on it."""
+        if self._home is None:
+            self._home = asyncio.get_running_loop()
+
     def _engine(self, record: TaskRecord) -> Engine:
-        engine = self._engine_for(record)
-        self._by_thread[record.child_thread] = record.id
-        if id(engine) not in self._watched:
-            self._watched.add(id(engine))
-            if self._task_loop is None:
-                engine.subscribe(self._on_child_event)
-            else:
-                engine.subscribe(self._forward(asyncio.get_running_loop()))
+        """The task's engine, built at the first call — on the caller's loop or on the task loop."""
+        on_task_loop = self._task_loop is not None and threading.get_ident() == self._task_loop.thread.ident
+        if not on_task_loop:
+            self._remember_home()
+        with self._engine_lock:
+            engine = self._engine_for(record)
+            self._by_thread[record.child_thread] = record.id
+            if id(engine) not in self._watched:
+                self._watched.add(id(engine))
+                if self._task_loop is None:
+                    engine.subscribe(self._on_child_event)
+                else:
+                    home = self._home if on_task_loop else asyncio.get_running_loop()
+                    assert home is not None, "a task's engine is first built on the runner's loop or for _launch"
+                    engine.subscribe(self._forward(home))
         return engine
 
     def _forward(self, home: asyncio.AbstractEventLoop) -> Callable[[Event], None]:
