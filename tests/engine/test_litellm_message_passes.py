@@ -189,6 +189,41 @@ def test_own_messages_are_marked_only_without_a_thought_signature(messages: list
         assert fast(marked, SEP) == fast.__wrapped__(copy.deepcopy(plain), SEP)
 
 
+@SETTINGS
+@given(histories)
+def test_a_clean_own_list_is_what_litellms_validation_gives_and_passes_as_it_is(messages: list[dict[str, Any]]) -> None:
+    """Issue 9: ``own_messages`` marks a list ``clean`` only when litellm's validation would give back the
+    same messages (no None field, plain roles, a user's content a string); validating a clean list then
+    costs nothing — the same list — and a list that is not clean still gets litellm's treatment."""
+    plain = [m for m in messages if m["role"] != "developer"]
+    marked = own_messages(copy.deepcopy(plain))
+    if not isinstance(marked, OwnMessages):
+        return  # a thought signature: litellm's own passes, as before
+    validate = _fast("litellm.utils", "validate_and_fix_openai_messages")
+    could_be = all(None not in m.values() and (m["role"] != "user" or isinstance(m["content"], str)) for m in plain)
+    assert marked.clean is could_be
+    try:
+        want = validate.__wrapped__(copy.deepcopy(plain))
+    except Exception as exc:  # noqa: BLE001 - an invalid user content part: never clean, fails the same way
+        assert not marked.clean
+        with pytest.raises(type(exc)):
+            validate(marked)
+        return
+    if marked.clean:
+        assert validate(marked) is marked and list(marked) == want
+    else:
+        assert validate(marked) == want
+
+
+def test_the_wire_form_of_a_history_is_clean() -> None:
+    """The messages ``LiteLLMModel`` builds — an assistant's calls without text included — are clean, so
+    litellm's validation of a long history is one test, not a copy of every message."""
+    built = LiteLLMModel._messages(ModelRequest(system="s", messages=_history()))
+    assert isinstance(built, OwnMessages) and built.clean
+    # the first call has text beside it, the others none: no content, as litellm's validation leaves them
+    assert [("content" in m) for m in built if m.get("tool_calls")] == [True, False, False]
+
+
 def test_a_patch_is_only_installed_over_the_code_it_was_written_against(monkeypatch) -> None:
     """Another litellm version (its function names other helpers) keeps its own function."""
     module = types.ModuleType("workbench_test_fake_litellm")

@@ -200,7 +200,8 @@ class Message:
         """The OpenAI chat format litellm takes."""
         d: dict[str, Any] = {"role": self.role, "content": self.content}
         if self.role == "assistant" and self.tool_calls:
-            d["content"] = self.content or None
+            if not self.content:  # no text beside the calls: no content (litellm drops a None one anyway)
+                del d["content"]
             d["tool_calls"] = [
                 {"id": c.id, "type": "function", "function": {"name": c.name, "arguments": c.raw_arguments or "{}"}}
                 for c in self.tool_calls
