@@ -38,6 +38,8 @@ PLACES = [
     ("litellm.llms.openai.openai", "translate_developer_role_for_openai_compatible_endpoint"),
     ("litellm.responses.litellm_completion_transformation.tool_search", "unanswered_tool_search_call_ids"),
     ("litellm.main", "messages_have_pdf_file_part"),
+    ("openai._utils._json", "openapi_dumps"),  # the request body's encoding
+    ("openai._base_client", "openapi_dumps"),
 ]
 
 
@@ -222,6 +224,53 @@ def test_the_wire_form_of_a_history_is_clean() -> None:
     assert isinstance(built, OwnMessages) and built.clean
     # the first call has text beside it, the others none: no content, as litellm's validation leaves them
     assert [("content" in m) for m in built if m.get("tool_calls")] == [True, False, False]
+
+
+# -- the request body's encoding ------------------------------------------------------------------------
+
+json_text = st.text(st.characters(blacklist_categories=("Cs",)), max_size=30)  # any text but lone surrogates
+json_values = st.recursive(
+    st.one_of(st.none(), st.booleans(), st.integers(-2**63, 2**63 - 1), json_text),
+    lambda inner: st.one_of(st.lists(inner, max_size=4), st.dictionaries(json_text, inner, max_size=4)),
+    max_leaves=12)
+wire_messages = st.lists(st.dictionaries(json_text, json_values, min_size=1, max_size=5), min_size=1, max_size=6)
+
+
+@SETTINGS
+@given(wire_messages, st.dictionaries(st.sampled_from(["model", "tools", "stream", "temperature", "stop"]),
+                                      st.one_of(json_values, st.floats(allow_nan=False, allow_infinity=False)),
+                                      max_size=4), st.booleans())
+def test_a_request_body_is_encoded_byte_for_byte_as_the_sdk_encodes_it(messages: list[Any], rest: dict[str, Any],
+                                                                      first: bool) -> None:
+    """Issue 9: the messages go through orjson, the other keys the SDK's way, in the body's own order:
+    the bytes on the wire are the SDK's own, for any text (controls, quotes, emoji, U+2028) and nesting."""
+    fast = _fast("openai._utils._json", "openapi_dumps")
+    body = {"messages": messages, **rest} if first else {**rest, "messages": messages}
+    assert fast(body) == fast.__wrapped__(body)
+
+
+class _Text(str):
+    pass
+
+
+@pytest.mark.parametrize("odd", [
+    _Text("a str subclass"), {"when": __import__("datetime").datetime(2026, 12, 1, 12, 0)}, 2**64,
+    "lone \udcff surrogate", {1: "a key that is not a string"}, float("nan"),
+])
+def test_a_body_orjson_would_encode_otherwise_goes_the_sdks_way(odd: Any) -> None:
+    """Whatever orjson would encode otherwise than the SDK (or the SDK refuses) gives the SDK's own bytes,
+    or its own error. (A NaN: never in messages; in any other key the SDK's refusal stands.)"""
+    fast = _fast("openai._utils._json", "openapi_dumps")
+    bodies = [{"model": "m", "messages": [{"role": "user", "content": odd}]}] if not isinstance(odd, float) else []
+    bodies.append({"model": "m", "messages": [{"role": "user", "content": "hi"}], "temperature": odd})
+    for body in bodies:
+        try:
+            want = fast.__wrapped__(body)
+        except Exception as exc:  # noqa: BLE001 - the fast path must fail the same way
+            with pytest.raises(type(exc)):
+                fast(body)
+            continue
+        assert fast(body) == want
 
 
 def test_a_patch_is_only_installed_over_the_code_it_was_written_against(monkeypatch) -> None:

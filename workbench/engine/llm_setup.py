@@ -81,6 +81,7 @@ def _configure(litellm: ModuleType) -> None:
     _build_final_response_inline(litellm)
     _lighten_per_message_passes()
     _one_iterator_per_stream()
+    _fast_request_body()
     # litellm logs a WARNING per unpriced model and per retry; the workbench reports those itself.
     for name in ("LiteLLM", "LiteLLM Router", "LiteLLM Proxy", "litellm"):
         logging.getLogger(name).setLevel(logging.ERROR)
@@ -466,6 +467,45 @@ def _one_iterator_per_stream() -> None:
         return __aiter__
 
     _install_on(AsyncStream, "__aiter__", {"_iterator"}, make)
+
+
+def _fast_request_body() -> None:
+    """The openai SDK encodes each request body with ``json.dumps`` (``openapi_dumps``): at 1,000 messages
+    of history a 200 KB body, ~1.2 ms a call on the caller's thread. The messages — text in plain dicts
+    and lists — are encoded with orjson instead (~10x faster, byte for byte the same for such data: the
+    same escapes, UTF-8, no spaces), every other key of the body as the SDK encodes it, in the same order.
+    Anything orjson would encode otherwise than the SDK — a subclass, a pydantic model, a datetime, an
+    integer over 64 bits, a lone surrogate, a key that is not a string — makes the whole body go the
+    SDK's way. (Messages never carry numbers; a NaN in one would be sent as null rather than refused.)"""
+    try:
+        import orjson
+    except ImportError:  # an install without it keeps the SDK's encoding
+        return
+    options = orjson.OPT_PASSTHROUGH_SUBCLASS | orjson.OPT_PASSTHROUGH_DATETIME | orjson.OPT_PASSTHROUGH_DATACLASS
+
+    def refuse(value: Any) -> Any:
+        raise TypeError(type(value).__name__)
+
+    def make(original: Any) -> Any:
+        def openapi_dumps(obj: Any) -> bytes:
+            messages = obj.get("messages") if type(obj) is dict else None
+            if not isinstance(messages, list) or not messages:
+                return original(obj)
+            try:
+                encoded = orjson.dumps(messages if type(messages) is list else list(messages),
+                                       default=refuse, option=options)
+            except TypeError:  # orjson.JSONEncodeError is one: not plain JSON data
+                return original(obj)
+            parts = []
+            for key, value in obj.items():
+                if type(key) is not str:
+                    return original(obj)
+                parts.append(original(key) + b":" + (encoded if key == "messages" else original(value)))
+            return b"{" + b",".join(parts) + b"}"
+        return openapi_dumps
+
+    _install("openai._utils._json", "openapi_dumps", {"dumps", "_CustomEncoder", "encode"}, make,
+             "openai._base_client")
 
 
 def _freeze_import_heap() -> None:
