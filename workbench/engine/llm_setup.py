@@ -234,14 +234,19 @@ def own_messages(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
         if call_id is not None and sep in call_id:
             return messages
         calls = m.get("tool_calls")
-        for call in calls or ():
-            if sep in call["id"]:
-                return messages
+        if calls is not None:
+            if type(calls) is not list:
+                clean = False
+            for call in calls:
+                if sep in call["id"]:
+                    return messages
+                if type(call) is not dict:
+                    clean = False
         if clean:
             role = m.get("role")
-            clean = (type(m) is dict and type(role) is str and role in _PLAIN_ROLES and None not in m.values()
-                     and (calls is None or (type(calls) is list and all(type(c) is dict for c in calls)))
-                     and (role != "user" or type(m.get("content")) is str))
+            if type(m) is not dict or type(role) is not str or role not in _PLAIN_ROLES or None in m.values() \
+                    or (role == "user" and type(m.get("content")) is not str):
+                clean = False
     return OwnMessages(messages, clean)
 
 

@@ -245,7 +245,7 @@ class ModelRequest:
 
     def to_openai_messages(self) -> list[dict[str, Any]]:
         out = [{"role": "system", "content": self.system}] if self.system else []
-        out.extend(m.to_openai() for m in self.messages)
+        out += [m.to_openai() for m in self.messages]
         return out
 
 
