@@ -249,6 +249,18 @@ def test_a_request_body_is_encoded_byte_for_byte_as_the_sdk_encodes_it(messages:
     assert fast(body) == fast.__wrapped__(body)
 
 
+@SETTINGS
+@given(st.lists(st.dictionaries(json_text, st.one_of(json_values, st.floats(allow_nan=False, allow_infinity=False)),
+                                min_size=1, max_size=4), min_size=1, max_size=4))
+def test_a_number_with_a_fraction_in_messages_is_the_same_json(messages: list[Any]) -> None:
+    """Messages hold no floats; if one did, orjson may spell it otherwise (0.00001 for 1e-05): the same value."""
+    import json
+
+    fast = _fast("openai._utils._json", "openapi_dumps")
+    body = {"model": "m", "messages": messages}
+    assert json.loads(fast(body)) == json.loads(fast.__wrapped__(body))
+
+
 class _Text(str):
     pass
 

@@ -713,3 +713,42 @@ async def test_d9_a_child_engine_that_cannot_be_built_fails_its_task_only(tmp_pa
         assert tasks["writer"].status == "failed" and "not configured in workbench.yaml" in (tasks["writer"].error or "")
     finally:
         await session.close()
+
+
+async def test_d7_a_task_stopped_before_its_run_began_ends_aborted_without_running(
+        tmp_path: Path, stub_server: StubServer, runner_loop: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """An abort that comes after the launch but before the task's run took its first step (its engine not
+    even built) is not lost: the task ends ``aborted`` and its sub-agent never calls the model."""
+    import threading
+
+    stub_server.script_for("parent", StubReply(tool_calls=[("delegate_to_researcher", {"task": "Dig", "background": True})]),
+                           StubReply(text="Launched."))
+    stub_server.script_for("researcher", StubReply(text="Dug."))
+    session = await Session.open(workspace(tmp_path, stub_server), api_key="sk-test")
+    runner = session.middleware(DelegationMiddleware).runner
+    gate = threading.Event()  # holds the task loop, so the launch and the stop queue there in this order
+    aborts: list[Any] = []
+    original_start = runner.start
+
+    def start_then_abort(task: Any) -> None:
+        if runner._task_loop is not None:
+            runner._task_loop.call(gate.wait, 5)
+        original_start(task)
+        # Next on this loop: the task's driver launches its run, then the abort asks the stop — before the
+        # run's first step (here the next turn; on the task loop, queued behind the launch until the gate).
+        aborts.append(asyncio.ensure_future(runner.abort(task.id)))
+        asyncio.get_running_loop().call_soon(gate.set)
+
+    monkeypatch.setattr(runner, "start", start_then_abort)
+    try:
+        assert (await session.run("Launch it")).status == "done"
+        [record] = await asyncio.gather(*aborts)
+        assert await session.wait_for_tasks(10)
+        [task] = session.tasks()
+        assert record.status == "aborted" and task.status == "aborted", (record, task)
+        await asyncio.sleep(0.3)  # a run that was not stopped would call the model by now
+        assert session.task(task.id).status == "aborted"
+        assert not [r for r in stub_server.requests if r["model"] == "researcher"]
+    finally:
+        gate.set()
+        await session.close()

@@ -234,14 +234,13 @@ def own_messages(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
         if call_id is not None and sep in call_id:
             return messages
         calls = m.get("tool_calls")
-        if calls is not None:
-            if type(calls) is not list:
+        if calls is not None and type(calls) is not list:
+            clean = False
+        for call in calls or ():
+            if sep in call["id"]:
+                return messages
+            if type(call) is not dict:
                 clean = False
-            for call in calls:
-                if sep in call["id"]:
-                    return messages
-                if type(call) is not dict:
-                    clean = False
         if clean:
             role = m.get("role")
             if type(m) is not dict or type(role) is not str or role not in _PLAIN_ROLES or None in m.values() \
@@ -341,6 +340,7 @@ def _fast_validate(original: Any) -> Any:
         # and its copies would protect nobody (issue 9: ~1 ms a call at 1,000 messages). For other
         # plain dicts it is one comprehension a message.
         if type(messages) is OwnMessages and messages.clean:
+            messages.clean = False  # once: litellm may edit its dicts from here on (a retry validates again)
             return messages
         out = []
         for m in messages:
@@ -476,12 +476,16 @@ def _one_iterator_per_stream() -> None:
 
 def _fast_request_body() -> None:
     """The openai SDK encodes each request body with ``json.dumps`` (``openapi_dumps``): at 1,000 messages
-    of history a 200 KB body, ~1.2 ms a call on the caller's thread. The messages — text in plain dicts
-    and lists — are encoded with orjson instead (~10x faster, byte for byte the same for such data: the
-    same escapes, UTF-8, no spaces), every other key of the body as the SDK encodes it, in the same order.
-    Anything orjson would encode otherwise than the SDK — a subclass, a pydantic model, a datetime, an
-    integer over 64 bits, a lone surrogate, a key that is not a string — makes the whole body go the
-    SDK's way. (Messages never carry numbers; a NaN in one would be sent as null rather than refused.)"""
+    of history a 200 KB body, ~1.2 ms a call on the caller's thread. The messages are encoded with orjson
+    instead (~10x faster), every other key of the body as the SDK encodes it, in the same order.
+
+    For what the workbench's messages hold — strings, lists, dicts, None, booleans, integers — the bytes
+    are the SDK's own (the same escapes, UTF-8, no spaces). A subclass, a pydantic model, a date or time,
+    an integer over 64 bits, a lone surrogate or a key that is not a string sends the whole body the
+    SDK's way (the same bytes, or the same error). Never in the workbench's messages, and encoded by
+    orjson if they were: a float (the same number, maybe spelled otherwise: ``0.00001`` for ``1e-05``),
+    a NaN or infinity (null, where the SDK refuses it), an ``enum.Enum`` or a ``UUID`` (their values,
+    where the SDK refuses them)."""
     try:
         import orjson
     except ImportError:  # an install without it keeps the SDK's encoding

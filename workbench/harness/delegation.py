@@ -116,11 +116,18 @@ class DelegationMiddleware(AgentMiddleware):
 
     def engine_for_task(self, task: TaskRecord) -> Engine:
         """The engine a task runs on: a real agent built from the same workbench.yaml, per task (its
-        budget envelope is its own), on the workspace's store. Safe from any thread: one engine a task."""
+        budget envelope is its own), on the workspace's store. Safe from any thread: one engine a task
+        (two threads asking at once may both build one; the first stored is the one both get)."""
         with self._engines_lock:
-            return self._engine_for_task(task)
+            engine = self._engines.get(task.id)
+        if engine is not None:
+            return engine
+        built = self._engine_for_task(task)
+        with self._engines_lock:
+            return self._engines.setdefault(task.id, built)
 
     def _engine_for_task(self, task: TaskRecord) -> Engine:
+        """Build the task's engine (no lock held: building takes ~1 ms of file checks)."""
         engine = self._engines.get(task.id)
         if engine is None:
             from workbench.harness.stack import build_child_engine
@@ -131,7 +138,6 @@ class DelegationMiddleware(AgentMiddleware):
             engine = build_child_engine(self.config, self.workspace, self._child_store, cfg,
                                         depth=task.depth, envelope=task.envelope,
                                         model=self._model_factory(cfg.model), model_factory=self._model_factory)
-            self._engines[task.id] = engine
         return engine
 
     # -- tools and sections -------------------------------------------------------------------------------

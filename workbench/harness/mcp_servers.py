@@ -312,6 +312,7 @@ class McpServers:
 # ------------------------------------------------------------------------------------------ sharing
 
 _SHARED: weakref.WeakValueDictionary[tuple[int, str], McpServers] = weakref.WeakValueDictionary()
+_SHARED_LOCK = threading.Lock()
 
 
 def shared_servers(servers: Mapping[str, McpServerConfig], workspace: Path | str) -> McpServers:
@@ -319,10 +320,11 @@ def shared_servers(servers: Mapping[str, McpServerConfig], workspace: Path | str
     (built from the same config object, ``build_child_engine``) share one set of server processes.
     A closed one is replaced."""
     key = (id(servers), str(Path(workspace)))
-    found = _SHARED.get(key)
-    if found is not None and not found.closed and found.configs == dict(servers):
-        return found
-    made = McpServers(servers, workspace, state_file=Path(workspace) / ".workbench" / "mcp_tools.json")
-    made._source = servers  # keeps the mapping (and so its id) alive as long as the servers are
-    _SHARED[key] = made
-    return made
+    with _SHARED_LOCK:  # sub-agents' engines are built on the task loop's thread too
+        found = _SHARED.get(key)
+        if found is not None and not found.closed and found.configs == dict(servers):
+            return found
+        made = McpServers(servers, workspace, state_file=Path(workspace) / ".workbench" / "mcp_tools.json")
+        made._source = servers  # keeps the mapping (and so its id) alive as long as the servers are
+        _SHARED[key] = made
+        return made

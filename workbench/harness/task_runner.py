@@ -126,7 +126,12 @@ class LocalTaskRunner:
         # and middleware set-up off the window's GUI thread: 8 launched at once took ~9 ms there, issue
         # 9); the other paths build on the caller's loop. One lock, so a task never gets two engines.
         self._engine_lock = threading.Lock()
+        self._engines: dict[str, Engine] = {}  # the engine each task got (stop never builds one)
         self._home: asyncio.AbstractEventLoop | None = None  # the caller's loop: progress crosses back to it
+        # A stop that found no run of the task's latest attempt (asked before its run took its first
+        # step, on the engines' loop): that attempt ends ``aborted`` without running.
+        self._attempts: dict[str, int] = {}
+        self._stop_asked: set[tuple[str, int]] = set()
         self.max_concurrent = max(1, int(max_concurrent))
         self.timeout_seconds = float(timeout_seconds)
         self._publish = publish or (lambda task, type, data: None)
@@ -160,11 +165,11 @@ class LocalTaskRunner:
         engine = self._engine(task)
         child = task.child_thread
         if decisions is not None:
-            return await self._drive(task.id, lambda: engine.resume(child, decisions))
+            return await self._drive(task.id, lambda: engine.resume(child, decisions), self._next_attempt(task.id))
         start = self._start_for(self.tasks.task(task.id) or task, engine)
         if isinstance(start, RunResult):  # its run had ended before a crash: nothing runs again
             return start
-        return await self._drive(task.id, start)
+        return await self._drive(task.id, start, self._next_attempt(task.id))
 
     def _start_for(self, record: TaskRecord, engine: Engine) -> Callable[[], Awaitable[RunResult]] | RunResult:
         """How a task's run starts: fresh; recovered, when a crash cut it (R2); or not at all, when its
@@ -317,10 +322,11 @@ class LocalTaskRunner:
     def _spawn(self, task_id: str, start: Callable[[], Awaitable[RunResult]], *, slot: bool = False) -> None:
         if slot:
             self._running += 1
+        attempt = self._next_attempt(task_id)  # now: a stop asked from here on is this attempt's
 
         async def drive() -> None:
             try:
-                await self._drive(task_id, start)
+                await self._drive(task_id, start, attempt)
             except asyncio.CancelledError:
                 pass  # closing: the task stays as stored (recovered by the next process)
             except Exception:  # never lost silently: _drive stores every outcome it can
@@ -333,6 +339,10 @@ class LocalTaskRunner:
 
         self._drivers[task_id] = asyncio.ensure_future(drive())
 
+    def _next_attempt(self, task_id: str) -> int:
+        self._attempts[task_id] = self._attempts.get(task_id, 0) + 1
+        return self._attempts[task_id]
+
     def _starter(self, engine: Engine, record: TaskRecord) -> Callable[[], Awaitable[RunResult]]:
         return lambda: engine.run(record.child_thread, record.prompt or record.description)
 
@@ -342,7 +352,7 @@ class LocalTaskRunner:
         self._remember_home()
         return lambda: self._engine(record).run(record.child_thread, record.prompt or record.description)
 
-    async def _drive(self, task_id: str, start: Callable[[], Awaitable[RunResult]]) -> RunResult:
+    async def _drive(self, task_id: str, start: Callable[[], Awaitable[RunResult]], attempt: int) -> RunResult:
         record = self.tasks.task(task_id)
         assert record is not None, task_id
         if task_id not in _DRIVEN:
@@ -354,7 +364,7 @@ class LocalTaskRunner:
         self._publish(record, "task_progress", self._progress_data(record))
         self._notify()
         limit = self.timeout_seconds - (now - (record.started or now))
-        run = self._launch(start)
+        run = self._launch(lambda: self._unless_stopped(record, attempt, start))
         expired = False
         try:
             done, _ = await asyncio.wait({run}, timeout=max(0.0, limit))
@@ -428,12 +438,28 @@ class LocalTaskRunner:
         return self._task_loop.submit(start)
 
     def _stop(self, record: TaskRecord) -> None:
-        """``Engine.stop`` of the task's run, on the loop the engine's runs live on (its run state is that
-        loop's; there, after the run's start, which built the engine when it was a fresh one)."""
+        """Stop the task's latest attempt, on the loop the engine's runs live on (its run state is that
+        loop's). A stop that comes before the run took its first step — even before its engine was built —
+        finds no run: it is kept, and that attempt ends ``aborted`` without running (``_unless_stopped``)."""
+        attempt = self._attempts.get(record.id, 0)
+
+        def stop() -> None:
+            engine = self._engines.get(record.id)
+            if engine is None or not engine.stop(record.child_thread):
+                self._stop_asked.add((record.id, attempt))
+
         if self._task_loop is None:
-            self._engine(record).stop(record.child_thread)
+            stop()
         else:
-            self._task_loop.call(lambda: self._engine(record).stop(record.child_thread))
+            self._task_loop.call(stop)
+
+    async def _unless_stopped(self, record: TaskRecord, attempt: int,
+                              start: Callable[[], Awaitable[RunResult]]) -> RunResult:
+        """The attempt's run, unless a stop for it came first (on the engines' loop, like ``_stop``'s)."""
+        if (record.id, attempt) in self._stop_asked:
+            self._stop_asked.discard((record.id, attempt))
+            return RunResult("aborted", "", Usage(), error="stopped before it started", thread_id=record.child_thread)
+        return await start()
 
     # -- progress ----------------------------------------------------------------------------------------
     def _remember_home(self) -> None:
@@ -446,8 +472,11 @@ class LocalTaskRunner:
         on_task_loop = self._task_loop is not None and threading.get_ident() == self._task_loop.thread.ident
         if not on_task_loop:
             self._remember_home()
+        # Built outside the lock (the engine source keeps one engine a task): the caller's loop never
+        # waits here for another task's engine being built on the task loop.
+        engine = self._engine_for(record)
         with self._engine_lock:
-            engine = self._engine_for(record)
+            self._engines[record.id] = engine
             self._by_thread[record.child_thread] = record.id
             if id(engine) not in self._watched:
                 self._watched.add(id(engine))
