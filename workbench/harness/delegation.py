@@ -128,17 +128,14 @@ class DelegationMiddleware(AgentMiddleware):
 
     def _engine_for_task(self, task: TaskRecord) -> Engine:
         """Build the task's engine (no lock held: building takes ~1 ms of file checks)."""
-        engine = self._engines.get(task.id)
-        if engine is None:
-            from workbench.harness.stack import build_child_engine
+        from workbench.harness.stack import build_child_engine
 
-            cfg = self._agents.get(task.agent)
-            if cfg is None:
-                raise ValueError(f"sub-agent {task.agent!r} is not configured in workbench.yaml any more")
-            engine = build_child_engine(self.config, self.workspace, self._child_store, cfg,
-                                        depth=task.depth, envelope=task.envelope,
-                                        model=self._model_factory(cfg.model), model_factory=self._model_factory)
-        return engine
+        cfg = self._agents.get(task.agent)
+        if cfg is None:
+            raise ValueError(f"sub-agent {task.agent!r} is not configured in workbench.yaml any more")
+        return build_child_engine(self.config, self.workspace, self._child_store, cfg,
+                                  depth=task.depth, envelope=task.envelope,
+                                  model=self._model_factory(cfg.model), model_factory=self._model_factory)
 
     # -- tools and sections -------------------------------------------------------------------------------
     def tools(self) -> Sequence[Tool]:

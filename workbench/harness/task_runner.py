@@ -124,9 +124,10 @@ class LocalTaskRunner:
         self._engine_for = engine_for
         # A fresh background task's engine is built on the task loop (its realpath checks, config reads
         # and middleware set-up off the window's GUI thread: 8 launched at once took ~9 ms there, issue
-        # 9); the other paths build on the caller's loop. One lock, so a task never gets two engines.
+        # 9); the other paths build on the caller's loop. The lock guards the tables below, which both
+        # threads update (the engine source itself keeps one engine a task).
         self._engine_lock = threading.Lock()
-        self._engines: dict[str, Engine] = {}  # the engine each task got (stop never builds one)
+        self._engines: dict[str, Engine] = {}  # the engine each task got, subscribed to (stop never builds one)
         self._home: asyncio.AbstractEventLoop | None = None  # the caller's loop: progress crosses back to it
         # A stop that found no run of the task's latest attempt (asked before its run took its first
         # step, on the engines' loop): that attempt ends ``aborted`` without running.
@@ -140,7 +141,6 @@ class LocalTaskRunner:
         self._queue: list[str] = []  # background task ids waiting for a slot, oldest first
         self._changed: asyncio.Event | None = None
         self._cut = 0  # bumped by cut_waits
-        self._watched: set[int] = set()
         self._by_thread: dict[str, str] = {}  # child thread -> task id (progress events)
         self._progress: dict[str, dict[str, Any]] = {}
         self._records: dict[str, TaskRecord] = {}  # the newest stored state of each task this runner drove
@@ -476,10 +476,10 @@ class LocalTaskRunner:
         # waits here for another task's engine being built on the task loop.
         engine = self._engine_for(record)
         with self._engine_lock:
+            known = self._engines.get(record.id)
             self._engines[record.id] = engine
             self._by_thread[record.child_thread] = record.id
-            if id(engine) not in self._watched:
-                self._watched.add(id(engine))
+            if known is not engine:
                 if self._task_loop is None:
                     engine.subscribe(self._on_child_event)
                 else:
