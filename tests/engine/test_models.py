@@ -431,6 +431,23 @@ async def test_scripted_plays_in_order_and_records():
     model.assert_all_used()
 
 
+async def test_scripted_without_kept_requests_counts_calls_and_holds_none():
+    """Issue 9: a benchmark's 500-step session must not keep every request alive (the GC walks them)."""
+    import gc
+    import weakref
+
+    model = ScriptedModel([reply("one"), reply("two")], keep_requests=False)
+    request = REQUEST.replace(system="held only by the caller")
+    await complete(model, request)
+    await complete(model, REQUEST)
+    assert model.calls == 2 and model.requests == []
+    gone = weakref.ref(request)
+    del request
+    gc.collect()
+    assert gone() is None  # the model kept no reference to it
+    model.assert_all_used()
+
+
 async def test_scripted_out_of_replies_and_errors():
     model = ScriptedModel([ModelError("scripted failure"), lambda req: reply(f"saw {len(req.messages)}")])
     with pytest.raises(ModelError, match="scripted failure"):

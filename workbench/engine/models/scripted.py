@@ -53,13 +53,21 @@ def tool_reply(
 
 
 class ScriptedModel:
-    """Plays ``replies`` in order; streams each reply's text (in ``chunk_size`` pieces) then the response."""
+    """Plays ``replies`` in order; streams each reply's text (in ``chunk_size`` pieces) then the response.
 
-    def __init__(self, replies: Iterable[Reply], name: str = "scripted", chunk_size: int | None = None) -> None:
+    Every request is kept in ``requests`` for tests to inspect; ``keep_requests=False`` keeps none (a
+    long benchmark session would otherwise hold every step's request, and the garbage collector would
+    walk them all: a cost of the test model, not of the harness it measures).
+    """
+
+    def __init__(self, replies: Iterable[Reply], name: str = "scripted", chunk_size: int | None = None, *,
+                 keep_requests: bool = True) -> None:
         self.name = name
         self.replies: list[Reply] = list(replies)
         self.chunk_size = chunk_size
         self.requests: list[ModelRequest] = []
+        self.keep_requests = keep_requests
+        self._calls = 0
         self._next = 0
 
     def __repr__(self) -> str:
@@ -67,7 +75,7 @@ class ScriptedModel:
 
     @property
     def calls(self) -> int:
-        return len(self.requests)
+        return self._calls
 
     @property
     def remaining(self) -> int:
@@ -85,7 +93,9 @@ class ScriptedModel:
             )
 
     def _take(self, request: ModelRequest) -> ModelResponse:
-        self.requests.append(request)
+        self._calls += 1
+        if self.keep_requests:
+            self.requests.append(request)
         if self._next >= len(self.replies):
             raise AssertionError(f"ScriptedModel ran out of replies after {len(self.replies)} calls")
         item = self.replies[self._next]
