@@ -99,6 +99,10 @@ class StubServer:
         self.host = host
         self.port = port
         self.requests: list[dict[str, Any]] = []
+        #: Keep each request body in ``requests``. The server as its own process (``main``) keeps none:
+        #: nobody can read them there, and a 500-step benchmark's bodies (the history, resent each step)
+        #: would grow it by hundreds of MB and slow each late request by its garbage collector's walks.
+        self.keep_requests = True
         self.auth: list[str] = []  # each request's Authorization header, in order
         self.abandoned = 0  # streams the client went away from before their end
         self._script: deque[StubReply] = deque()
@@ -239,7 +243,8 @@ class StubServer:
         except json.JSONDecodeError:
             body = {"_invalid_json": await request.text()}
         with self._lock:
-            self.requests.append(body)
+            if self.keep_requests:
+                self.requests.append(body)
             self.auth.append(request.headers.get("Authorization", ""))
             self._served += 1
             n = self._served
@@ -470,6 +475,7 @@ def main(argv: list[str] | None = None) -> int:
     for sig in (signal.SIGTERM, signal.SIGINT):  # before the URL is printed: a caller may stop us at once
         signal.signal(sig, lambda *_: done.set())
     server = StubServer(args.host, args.port)
+    server.keep_requests = False
     server.auto_ls = args.auto_ls
     if args.log_arrivals:
         server.on_arrival = lambda t: print(f"REQUEST {t:.6f}", flush=True)
