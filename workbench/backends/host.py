@@ -45,6 +45,11 @@ __all__ = ["HostBackend", "SKIPPED_DIRS"]
 SKIPPED_DIRS = frozenset({".git", ".workbench"})
 """Folders glob and grep never walk into (they are still readable by path)."""
 
+# A folder a walk lists is opened as a folder and never through a symlink (F4): see _walk_files.
+# Where the flags do not exist (Windows) the walk lists folders by path, as before.
+_O_DIRECTORY = getattr(os, "O_DIRECTORY", 0)
+_O_NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
+
 GREP_MAX_BYTES = 16 * 1024 * 1024
 """Files larger than this are skipped when grep walks a folder (a file named directly is searched)."""
 
@@ -363,7 +368,10 @@ class HostBackend(FileBackend):
         """(relative path, real path) of files under ``top``, skipping SKIPPED_DIRS.
 
         Directory symlinks are not followed; a file symlink counts only if it stays inside the root.
-        Unreadable folders are skipped.
+        Unreadable folders are skipped. Each folder is opened without following a symlink and checked
+        once open (F4, P5): a folder swapped for a symlink after its parent was listed (say, into the
+        key folder) is skipped, never listed. A file's real path is yielded as judged here; whoever
+        opens it checks the opened file again (``_open_regular``), since the file can be swapped too.
         """
         stack: list[tuple[str, str, int]] = [("", top, 0)]
         while stack:
@@ -371,25 +379,44 @@ class HostBackend(FileBackend):
             walk_tick(folder)
             if self._is_protected(folder):
                 continue
+            found: list[tuple[str, str]] = []
             try:
-                it = os.scandir(folder)
-            except OSError:
+                with self._opened_folder(folder) as entries:
+                    for entry in entries:
+                        r = f"{rel}/{entry.name}" if rel else entry.name
+                        path = os.path.join(folder, entry.name)
+                        try:
+                            if entry.is_dir(follow_symlinks=False):
+                                if entry.name not in SKIPPED_DIRS and (max_depth is None or depth + 1 < max_depth):
+                                    stack.append((r, path, depth + 1))
+                            elif entry.is_symlink():
+                                target = os.path.realpath(path)
+                                if self._inside(target) and os.path.isfile(target):
+                                    found.append((r, target))
+                            elif entry.is_file(follow_symlinks=False):
+                                found.append((r, path))
+                        except OSError:
+                            continue
+            except (OSError, BackendRefusal):
                 continue
-            with it:
-                for entry in it:
-                    r = f"{rel}/{entry.name}" if rel else entry.name
-                    try:
-                        if entry.is_dir(follow_symlinks=False):
-                            if entry.name not in SKIPPED_DIRS and (max_depth is None or depth + 1 < max_depth):
-                                stack.append((r, entry.path, depth + 1))
-                        elif entry.is_symlink():
-                            target = os.path.realpath(entry.path)
-                            if self._inside(target) and os.path.isfile(target):
-                                yield r, target
-                        elif entry.is_file(follow_symlinks=False):
-                            yield r, entry.path
-                    except OSError:
-                        continue
+            yield from found  # after the folder is closed: the caller may take its time over each
+
+    @contextlib.contextmanager
+    def _opened_folder(self, folder: str) -> Iterator[Iterator[os.DirEntry[str]]]:
+        """The entries of ``folder``, opened as a folder without following a symlink and checked once
+        open to be the folder named (BackendRefusal if it was swapped: F4, P5). The folder stays open
+        while the entries are read, so an entry's type is looked up in it, not by path."""
+        if not (_O_DIRECTORY and os.scandir in os.supports_fd):
+            with os.scandir(folder) as it:
+                yield it
+            return
+        fd = os.open(folder, os.O_RDONLY | _O_DIRECTORY | _O_NOFOLLOW)
+        try:
+            self._check_opened(folder, fd, folder)
+            with os.scandir(fd) as it:
+                yield it
+        finally:
+            os.close(fd)
 
     def _entry_info(self, v: str, entry: os.DirEntry[str]) -> FileInfo | None:
         """Info on one listed entry; None for a symlink leading outside the root or nowhere."""
@@ -467,14 +494,16 @@ class HostBackend(FileBackend):
                 continue
             walk_tick(join(v, r))
             try:
-                if os.path.getsize(file) > GREP_MAX_BYTES:
-                    continue
-                with open(file, "rb") as f:
+                # Opened and checked like read_file's (F4, P5): the file judged above, not whatever a
+                # process in the workspace swapped in since (a symlink to the key folder, a FIFO).
+                with self._open_regular(join(v, r), file) as f:
+                    if os.fstat(f.fileno()).st_size > GREP_MAX_BYTES:
+                        continue
                     data = f.read()
                 if b"\x00" in data[:8192]:
                     continue
                 text = data.decode("utf-8")
-            except (OSError, UnicodeDecodeError):
+            except (OSError, UnicodeDecodeError, PathError):
                 continue
             out.extend(grep_text(join(v, r), text, rx))
         out.sort(key=lambda m: (m.path, m.line))
