@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, fields
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
 
@@ -58,7 +60,29 @@ class Usage:
 
     @classmethod
     def from_dict(cls, data: dict[str, Any] | None) -> Usage:
-        if not data:
+        """Usage as stored. Stored usage is read from a file in the workspace (the thread store, which
+        may have come with the folder), so each figure must be a finite number at or above zero: a
+        negative or odd one counts as 0 (a budget must never see less spent than nothing), and a
+        missing or odd ``cost_usd`` as unpriced."""
+        if not data or not isinstance(data, Mapping):
             return cls()
-        names = {f.name for f in fields(cls)}
-        return cls(**{k: v for k, v in data.items() if k in names})
+        out: dict[str, Any] = {}
+        for name in _INT_FIELDS:
+            value = data.get(name)
+            if value is not None:
+                out[name] = _count(value)
+        cost = data.get("cost_usd")
+        if cost is not None:
+            out["cost_usd"] = float(cost) if _number(cost) and cost >= 0 else None
+        return cls(**out)
+
+
+def _number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+
+
+def _count(value: Any) -> int:
+    return int(value) if _number(value) and value > 0 else 0
+
+
+_INT_FIELDS = ("input_tokens", "output_tokens", "thoughts_tokens", "cached_tokens", "calls", "unpriced_calls")

@@ -66,6 +66,7 @@ from workbench.backends.base import (
 )
 from workbench.backends.guard import PathGuard, guarding
 from workbench.config import CONFIG_FILENAME, EFFECTS, PermissionRule, default_permission_rules, parse_config
+from workbench.seal import SealError, seal, sealed
 from workbench.engine.messages import ToolCall
 from workbench.engine.middleware import AgentMiddleware, CallTool, HookContext, Question, ToolContext
 from workbench.engine.tools import NeedsApproval, Tool, ToolOutcome
@@ -235,6 +236,49 @@ class Verdict:
     by_default: bool = False
 
 
+def _rule_seal_parts(rule: PermissionRule) -> tuple[str, ...]:
+    return (SESSION_KEY, rule.effect, rule.action, rule.pattern)
+
+
+_unsealed_warned: set[tuple[str, str, str]] = set()
+
+
+def state_session_rules(stored: Any) -> list[PermissionRule]:
+    """The "always" rules a thread's state holds (``permission_rules``) that this account made.
+
+    W1: the thread store is a file in the workspace, so a folder can arrive with a thread whose state
+    says "allow every command". Each rule the person's approval adds is stored with a seal
+    (``workbench.seal``: an HMAC under a secret only this account can read); a rule without a valid one
+    (forged, copied from another account's store, or kept by a version before seals) is left out, so
+    the person is asked again. A malformed rule is left out too, loudly.
+    """
+    out = []
+    for d in stored or []:
+        rule = _rule_from_dict(d) if isinstance(d, Mapping) else None
+        if rule is None:
+            continue
+        if not sealed(d.get("seal"), *_rule_seal_parts(rule)):
+            key = (rule.effect, rule.action, rule.pattern)
+            if key not in _unsealed_warned:
+                _unsealed_warned.add(key)
+                log.warning("session permission rule '%s' left out: not made on this account (W1); "
+                            "the person is asked again", rule)
+            continue
+        try:
+            check_rule_pattern(rule)
+        except ValueError as e:  # state written by hand or by an older version: leave it out, loudly
+            log.warning("session permission rule left out: %s", e)
+            continue
+        out.append(rule)
+    return out
+
+
+def sealed_rule_dict(rule: PermissionRule) -> dict[str, str]:
+    """An "always" rule as the state stores it, sealed on this account (see ``state_session_rules``)."""
+    return {"effect": rule.effect, "action": rule.action, "pattern": rule.pattern,
+            "seal": seal(*_rule_seal_parts(rule))}
+
+
 def _rule_from_dict(d: Mapping[str, Any]) -> PermissionRule | None:
     try:
         if d["effect"] not in EFFECTS:
@@ -301,19 +345,8 @@ class PermissionsMiddleware(AgentMiddleware):
         return rule_matches(rule, action, target)
 
     def session_rules(self, state: Mapping[str, Any]) -> list[PermissionRule]:
-        """The thread's "always" allow rules, from state."""
-        out = []
-        for d in state.get(SESSION_KEY) or []:
-            rule = _rule_from_dict(d) if isinstance(d, Mapping) else None
-            if rule is None:
-                continue
-            try:
-                check_rule_pattern(rule)
-            except ValueError as e:  # state written by hand or by an older version: leave it out, loudly
-                log.warning("session permission rule left out: %s", e)
-                continue
-            out.append(rule)
-        return out
+        """The thread's "always" allow rules, from state: only those sealed on this account (W1)."""
+        return state_session_rules(state.get(SESSION_KEY))
 
     def judge(self, action: str, target: str, *, tool: Tool | None = None, has_paths: bool = False,
               session: Sequence[PermissionRule] = ()) -> Verdict:
@@ -494,12 +527,16 @@ class PermissionsMiddleware(AgentMiddleware):
 
     def _remember(self, asked: Sequence[Verdict], scope: str, ctx: HookContext) -> None:
         new = always_rules(asked)
-        current = [dict(d) for d in (ctx.get(SESSION_KEY) or []) if isinstance(d, Mapping)]
-        seen = {(d.get("action"), d.get("pattern")) for d in current}
-        for r in new:
-            if (r.action, r.pattern) not in seen:
-                current.append({"effect": "allow", "action": r.action, "pattern": r.pattern})
-                seen.add((r.action, r.pattern))
+        # Only the rules this account sealed are kept: a forged one in the state is dropped here too.
+        current = [sealed_rule_dict(r) for r in state_session_rules(ctx.get(SESSION_KEY))]
+        seen = {(d["action"], d["pattern"]) for d in current}
+        try:
+            for r in new:
+                if (r.action, r.pattern) not in seen:
+                    current.append(sealed_rule_dict(PermissionRule("allow", r.action, r.pattern, line=0)))
+                    seen.add((r.action, r.pattern))
+        except SealError as e:  # the approval stands for this call; the rule cannot be kept
+            log.warning("the 'always' rule is not kept: %s", e)
         ctx.write(SESSION_KEY, current)
         if scope not in ("project", "user"):
             return

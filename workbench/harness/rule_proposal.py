@@ -40,10 +40,10 @@ from workbench.harness.permissions import (
     SESSION_KEY,
     PermissionsMiddleware,
     _canonical,
-    _rule_from_dict,
     check_rule_pattern,
     exact_pattern,
     rule_matches,
+    state_session_rules,
     with_rules_added,
 )
 
@@ -216,8 +216,7 @@ def past_calls(store: Any, *, limit: int = MAX_PAST_CALLS) -> list[PastCall]:
         cp = store.latest_checkpoint(info.id, messages=True)
         if cp is None:
             continue
-        rules = tuple(r for r in (_rule_from_dict(d) for d in cp.state.get(SESSION_KEY) or []
-                                  if isinstance(d, Mapping)) if r is not None)
+        rules = tuple(state_session_rules(cp.state.get(SESSION_KEY)))
         messages = [m for m in cp.state.get("messages") or [] if isinstance(m, Mapping)]
         edited = {m.get("tool_call_id"): (m.get("meta") or {}).get("arguments") for m in messages
                   if m.get("role") == "tool" and (m.get("meta") or {}).get("edited")}
