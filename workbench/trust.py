@@ -82,9 +82,15 @@ def _widening_rule(rule: PermissionRule, config: WorkbenchConfig) -> bool:
     if rule.action == "write":
         for point, mount in config.mounts.items():
             if mount.kind == "state" and point != "/" and rule.pattern.startswith(point + "/") \
-                    and ".." not in rule.pattern:
+                    and ".." not in rule.pattern and not _mounts_below(config, point):
                 return False
     return True
+
+
+def _mounts_below(config: WorkbenchConfig, point: str) -> list[str]:
+    """Mount points strictly inside ``point``: a rule on ``point/**`` reaches them too (a host folder
+    mounted at ``/scratch/ws`` is no thread state, whatever ``/scratch`` is)."""
+    return [p for p in config.mounts if p != point and p.startswith(point.rstrip("/") + "/")]
 
 
 def _plain(rule: PermissionRule) -> tuple[str, str, str]:
@@ -94,21 +100,27 @@ def _plain(rule: PermissionRule) -> tuple[str, str, str]:
 _DEFAULT_RULES = {_plain(r) for r in default_permission_rules()}
 
 
-def _outside_mounts(config: WorkbenchConfig, workspace: Path) -> dict[str, Any]:
-    """Host mounts outside the workspace that are not the default mount for their point."""
+def _host_mounts(config: WorkbenchConfig, workspace: Path) -> dict[str, tuple[Any, bool]]:
+    """Host mounts that are not the default mount for their point: ``{point: (mount, inside)}``.
+
+    Outside the workspace, the agent reaches a folder it could not otherwise. Inside it, a mount is a
+    second name for the workspace's files: rules written for ``/project/…`` (the person's own, the rule
+    builder's) do not cover ``/src/…``, and a rule on a state mount's folder would reach a host mount
+    placed under it. Either way the person decides (found by a review: both let an untrusted
+    workspace write or read past a rule).
+    """
     ws = Path(workspace).expanduser().resolve()
     defaults = default_mounts()
-    out: dict[str, Any] = {}
+    out: dict[str, tuple[Any, bool]] = {}
     for point, mount in config.mounts.items():
         if mount.kind != "host" or defaults.get(point) == mount:
             continue
         try:
             root = mount.resolve_host(ws)
         except (OSError, RuntimeError, ValueError):
-            out[point] = mount
+            out[point] = (mount, False)
             continue
-        if not _inside(root, ws):
-            out[point] = mount
+        out[point] = (mount, _inside(root, ws))
     return out
 
 
@@ -200,7 +212,7 @@ def requests(config: WorkbenchConfig, workspace: Path | str) -> list[TrustReques
             target = {"invoke": "tool", "execute": "command"}.get(rule.action, "path")  # E2: `allow execute`
             out.append(TrustRequest(f"permissions.rules[{i}]", str(rule),
                                     f"let the agent {rule.action} {target} {rule.pattern} without asking"))
-    for point, mount in _outside_mounts(config, ws).items():
+    for point, (mount, inside) in _host_mounts(config, ws).items():
         try:
             where = str(mount.resolve_host(ws))
         except (OSError, RuntimeError, ValueError):
@@ -209,8 +221,10 @@ def requests(config: WorkbenchConfig, workspace: Path | str) -> list[TrustReques
         # The value (shown, and hashed) names the folder the mount leads to now, not only its spelling:
         # re-pointing a symlink (or HOME) to another folder changes the hash and asks again.
         shown = str(mount.host) if where == str(mount.host) else f"{mount.host} -> {where}"
+        whose = ("a second name for files of the workspace, which rules written for /project/… do not cover"
+                 if inside else "outside the workspace")
         out.append(TrustRequest(f"mounts.{point}", f"{shown}{' (readonly)' if mount.readonly else ''}",
-                                f"let the agent {access} {where} (outside the workspace) as {point}"))
+                                f"let the agent {access} {where} ({whose}) as {point}"))
     for name, server in _mcp_commands(config).items():
         out.append(_mcp_request(name, server))
     for i, agent in enumerate(config.subagents.agents):
@@ -264,12 +278,12 @@ def safe_config(config: WorkbenchConfig, workspace: Path | str) -> WorkbenchConf
     rules = tuple(r for r in perms.rules if not _widening_rule(r, config))
     if default != perms.default or rules != perms.rules:
         changes["permissions"] = dataclasses.replace(perms, default=default, rules=rules)
-    outside = _outside_mounts(config, ws)
-    if outside:
+    asking = _host_mounts(config, ws)
+    if asking:
         defaults = default_mounts()
         mounts = {}
         for point, mount in config.mounts.items():
-            if point not in outside:
+            if point not in asking:
                 mounts[point] = mount
             elif point in defaults:
                 mounts[point] = defaults[point]  # e.g. /project re-pointed elsewhere: back to the workspace

@@ -60,7 +60,7 @@ def wide_workspace(tmp_path: Path, api_base: str = "http://203.0.113.9/v1") -> P
 def test_w1_defaults_ask_for_nothing(tmp_path):
     """A default mount (/user outside the workspace) or the default read rule is not a request."""
     assert trust.requests(WorkbenchConfig(), tmp_path) == []
-    text = "mounts:\n  /user: {host: ~/.config/workbench}\n  /docs: {host: ./docs, readonly: true}\n" \
+    text = "mounts:\n  /user: {host: ~/.config/workbench}\n" \
            "permissions:\n  default: deny\n  rules:\n    - {allow: read, path: '/**'}\n    - {ask: write, path: '/x/**'}\n"
     assert trust.requests(parse_config(text), tmp_path) == []
     # Writing only to thread state (/scratch) reaches nothing outside the thread; the demo asks nothing.
@@ -78,7 +78,7 @@ def test_w1_lists_each_widening_setting_with_a_plain_description(tmp_path):
     reqs = trust.requests(load_config(ws), ws)
     keys = [r.key for r in reqs]
     assert keys == ["api_base", "permissions.default", "permissions.rules[1]", "permissions.rules[2]",
-                    "mounts./home", "subagents.agents[0].model"]
+                    "mounts./home", "mounts./docs", "subagents.agents[0].model"]
     by_key = {r.key: r for r in reqs}
     assert "203.0.113.9" in by_key["api_base"].description and "API key" in by_key["api_base"].description
     assert str(tmp_path / "elsewhere") in by_key["mounts./home"].description
@@ -92,7 +92,7 @@ def test_w1_a_mount_that_leaves_the_workspace_through_a_symlink_or_dotdot_is_a_r
     ws.mkdir()
     (tmp_path / "secret").mkdir()
     (ws / "link").symlink_to(tmp_path / "secret")
-    cfg = parse_config("mounts:\n  /a: {host: ./link}\n  /b: {host: ../secret, readonly: true}\n  /c: {host: ./sub}\n")
+    cfg = parse_config("mounts:\n  /a: {host: ./link}\n  /b: {host: ../secret, readonly: true}\n")
     assert [r.key for r in trust.requests(cfg, ws)] == ["mounts./a", "mounts./b"]
     # /project re-pointed outside is a request too; the safe config points it back at the workspace.
     cfg = parse_config("mounts:\n  /project: {host: /}\n")
@@ -108,7 +108,7 @@ def test_w1_the_safe_config_removes_exactly_the_requests(tmp_path):
     assert safe.api_base is None
     assert safe.permissions.default == "ask"
     assert [str(r) for r in safe.permissions.rules] == ["allow read /**", "deny write /project/.git/**"]
-    assert "/home" not in safe.mounts and "/docs" in safe.mounts and "/project" in safe.mounts
+    assert "/home" not in safe.mounts and "/docs" not in safe.mounts and "/project" in safe.mounts
     assert [a.model for a in safe.subagents.agents] == [None, None]
     assert safe.model == cfg.model and safe.instructions == cfg.instructions  # the rest is kept
     assert trust.safe_config(WorkbenchConfig(), ws) == WorkbenchConfig()
@@ -451,3 +451,29 @@ async def test_w1_trust_and_open_use_the_settings_that_were_shown(tmp_path, untr
     trust.forget(ws)
     Session.trust_workspace(ws)
     assert trust.is_trusted(ws, load_config(ws))
+
+
+def test_w1_a_mount_inside_the_workspace_is_a_request_a_second_name_rules_do_not_cover(tmp_path):
+    """Found by a review: ``/src: {host: .}`` is a second name for the workspace's files, which the
+    person's ``deny read /project/secrets/**`` does not cover; even read-only it would read past it."""
+    ws = tmp_path / "ws"
+    (ws / "docs").mkdir(parents=True)
+    for text in ("mounts:\n  /src: {host: .}\n", "mounts:\n  /docs: {host: ./docs, readonly: true}\n"):
+        cfg = parse_config(text)
+        reqs = trust.requests(cfg, ws)
+        assert len(reqs) == 1 and reqs[0].key.startswith("mounts./")
+        assert "second name" in reqs[0].description and "/project/" in reqs[0].description
+        assert trust.safe_config(cfg, ws).mounts.keys() == WorkbenchConfig().mounts.keys()  # dropped untrusted
+
+
+def test_w1_a_write_rule_on_a_state_mount_with_a_host_mount_under_it_is_a_request(tmp_path):
+    """Found by a review: ``allow write /scratch/**`` was taken as thread state only, while
+    ``/scratch/ws: {host: .}`` put the workspace's files under it: writes without asking."""
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    cfg = parse_config("mounts:\n  /scratch/ws: {host: .}\npermissions:\n  rules:\n"
+                       "    - {allow: write, path: /scratch/**}\n")
+    assert sorted(r.key for r in trust.requests(cfg, ws)) == ["mounts./scratch/ws", "permissions.rules[0]"]
+    safe = trust.safe_config(cfg, ws)
+    assert "/scratch/ws" not in safe.mounts
+    assert all(not (r.effect == "allow" and r.action == "write") for r in safe.permissions.rules)

@@ -76,8 +76,10 @@ KEYS: dict[str, KeyDoc] = {
                      default="`/project`, `/user`, `/scratch`, `/memories`"),
     "mounts.<point>.kind": KeyDoc("written as the mount's one key: `host: DIR` (a folder on disk), "
                                   "`state: true` or `store: true`"),
-    "mounts.<point>.host": KeyDoc("the folder: relative to the workspace, `~` expanded. A folder outside "
-                                  "the workspace **needs trust**", trust=True),
+    "mounts.<point>.host": KeyDoc("the folder: relative to the workspace, `~` expanded. Any host mount but "
+                                  "the defaults **needs trust**: outside the workspace it reaches another "
+                                  "folder, inside it is a second name for the workspace's files that rules "
+                                  "written for `/project/…` do not cover", trust=True),
     "mounts.<point>.readonly": KeyDoc("the agent may read but never write here"),
     # -- memory ----------------------------------------------------------------------------------------------
     "memory.paths": KeyDoc("the AGENTS.md files read into the prompt, in order (later ones refine earlier "
@@ -109,7 +111,7 @@ KEYS: dict[str, KeyDoc] = {
                                 "`tool: GLOB`, e.g. `mcp__git__*`) or `execute` (with `command: GLOB`, judged "
                                 "part by part for compound commands). `deny` wins over `ask`, `ask` over "
                                 "`allow`. An `allow` on `write`, `invoke` or `execute` **needs trust** (except "
-                                "writes only under a `state` mount, e.g. `/scratch/**`)",
+                                "writes only under a `state` mount with no host mount inside it, e.g. `/scratch/**`)",
                                 default="`allow: read, path: \"/**\"`", trust=True, leaf=True),
     # -- budget ----------------------------------------------------------------------------------------------------
     "budget": KeyDoc("a list of budgets. Every run also has the step limit `{scope: run, limit: {steps: "
