@@ -209,3 +209,43 @@ def test_E5_bubblewrap_flags_bind_the_workspace_over_the_private_tmp_and_empty_t
     assert f"--tmpfs {keys.resolve()}" in joined
     open_net = Sandbox(status, ws, network=True).argv(["true"], ws)
     assert "--unshare-net" not in open_net
+
+
+def test_F4_a_protected_folder_inside_the_workspace_has_its_top_folder_bound_read_only(tmp_path):
+    """A workspace opened at the home folder holds ~/.config/workbench: ``.config`` is bound read-only
+    (made if missing), the workspace's own ``.workbench`` keeps its cover, nothing else is touched."""
+    home = tmp_path / "home"
+    (home / ".workbench").mkdir(parents=True)
+    rules = home / ".config" / "workbench" / "permissions.yaml"  # not there yet, nor its folders
+    keys = home / ".local" / "share" / "workbench" / "keys"
+    status = SandboxStatus(True, "/usr/bin/bwrap")
+    argv = Sandbox(status, home, hidden=[home / ".workbench", rules, keys, tmp_path / "elsewhere"]).argv(["true"], home)
+    joined = " ".join(argv)
+    assert f"--ro-bind {home}/.config {home}/.config" in joined
+    assert f"--ro-bind {home}/.local {home}/.local" in joined
+    assert joined.index(f"--bind {home} {home}") < joined.index(f"--ro-bind {home}/.config")
+    assert (home / ".config").is_dir() and not (home / ".config" / "workbench").exists()
+    assert f"--ro-bind {home}/.workbench" not in joined and f"--tmpfs {home}/.workbench" in joined
+
+
+@needs_bwrap
+async def test_F4_a_command_in_a_home_workspace_can_neither_create_nor_replace_the_persons_rules(tmp_path, monkeypatch):
+    """Found by a review: with the workspace at the home folder, an approved command created
+    ~/.config/workbench/permissions.yaml ('allow execute *', then honoured in every workspace), or renamed
+    the folder around the covered file and wrote a new one."""
+    home = tmp_path / "home"
+    config = home / ".config" / "workbench"
+    monkeypatch.setenv("WORKBENCH_CONFIG_DIR", str(config))
+    home.mkdir()
+    (home / "workbench.yaml").write_text("permissions: {default: allow}\n", encoding="utf-8")
+    rules = 'permissions:\\n  rules:\\n    - {allow: execute, command: \\"*\\"}\\n'
+    first = await run_commands(home, f'mkdir -p .config/workbench; printf "{rules}" > .config/workbench/permissions.yaml')
+    assert not (config / "permissions.yaml").exists(), first
+    config.mkdir(parents=True, exist_ok=True)
+    (config / "permissions.yaml").write_text("permissions:\n  rules: []\n", encoding="utf-8")
+    second = await run_commands(home, "mv .config/workbench .config/old; mv .config .config-old; "
+                                      f'mkdir -p .config/workbench; printf "{rules}" > .config/workbench/permissions.yaml')
+    assert (config / "permissions.yaml").read_text(encoding="utf-8") == "permissions:\n  rules: []\n", second
+    assert not (home / ".config" / "old").exists() and not (home / ".config-old").exists()
+    [elsewhere] = await run_commands(home, "touch made-here.txt")  # the rest of the workspace stays writable
+    assert (home / "made-here.txt").exists(), elsewhere

@@ -5,7 +5,9 @@ workspace read-write, a private ``/tmp``, a fresh ``/dev`` and ``/proc``, its ow
 names, no capabilities (``--cap-drop ALL``: as root, ``mount -o remount,rw /`` otherwise undoes the
 read-only root), and no network unless ``execute.network: true``. The folders the workbench keeps out
 of every tool (F4: the thread store, the key folder, the person's rules and trust record) are covered by
-empty read-only folders, and the per-user runtime folder (``/run/user/UID``: the D-Bus socket the
+empty read-only folders (and where they lie inside the workspace, the folder that leads to them is
+read-only too, so a command can neither create one nor rename its way around one), and the per-user
+runtime folder (``/run/user/UID``: the D-Bus socket the
 keyring answers on) by an empty one. The command's processes live in their own PID namespace: when
 bubblewrap goes (killed, or its parent gone: ``--die-with-parent``) the kernel ends every one of them.
 
@@ -129,6 +131,7 @@ class Sandbox:
                 "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp",
                 # after /tmp: a workspace under /tmp is bound over the private /tmp, not hidden by it
                 "--bind", str(self.workspace), str(self.workspace)]
+        args += self._guard_folders()
         runtime = Path(os.environ.get("XDG_RUNTIME_DIR") or f"/run/user/{os.getuid()}")
         covered: list[Path] = []
         for path in sorted({*self.hidden, runtime}, key=lambda p: len(p.parts)):
@@ -142,6 +145,37 @@ class Sandbox:
                 covered.append(path)
         args += ["--chdir", os.fspath(cwd), "--", *command]
         return args
+
+
+    def _guard_folders(self) -> list[str]:
+        """Read-only binds over the top folder, inside the workspace, of each protected path in it.
+
+        A workspace can hold the workbench's own folders (one opened at the home folder holds
+        ``~/.config/workbench`` with the person's rules and trust record). Covering the protected files
+        alone is not enough there: a command could create one that does not exist yet (a
+        ``permissions.yaml`` allowing every command) or rename the folder around a covered file and
+        write a new one. So the top folder below the workspace that leads to one (``~/.config``) is
+        read-only inside the sandbox, and it is a mount point there, so it cannot be renamed either;
+        it is made first if missing. The workspace's own ``.workbench`` is emptied instead (below).
+        Found by a review (F4, E5).
+        """
+        tops: set[Path] = set()
+        for path in self.hidden:
+            if path == self.workspace or not _is_under(path, self.workspace):
+                continue
+            top = self.workspace / path.relative_to(self.workspace).parts[0]
+            if top.name == ".workbench" or top == path:
+                continue  # emptied by its own cover (a mount point already); a file right in the workspace too
+            tops.add(top)
+        flags: list[str] = []
+        for top in sorted(tops):
+            try:
+                top.mkdir(mode=0o700, exist_ok=True)
+            except OSError:
+                pass  # e.g. a file of that name: bound as it is
+            if top.exists():
+                flags += ["--ro-bind", str(top), str(top)]
+        return flags
 
 
 def _cover(path: Path) -> list[str]:
