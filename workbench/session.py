@@ -517,8 +517,13 @@ class Session(ContextCalls, TaskCalls, McpCalls, HistoryCalls):
         self.store.rename_thread(thread_id, title.strip() or "Untitled")
 
     def delete_thread(self, thread_id: str) -> None:
+        """Delete a thread, its tasks' threads and everything stored for them.
+
+        R7, R9: refused while a run holds the thread — in this window, or in another process (its claim;
+        the error names the holder, as Compact now does): deleting it would cut that run off mid-step."""
         if self.engine.is_running(thread_id):
             raise RunError("stop the run before deleting its thread")
+        self._refuse_if_held(thread_id)
         from workbench.engine.task_store import ACTIVE, SqliteTaskStore
 
         tasks = self._task_store() or SqliteTaskStore(self.store)
@@ -526,9 +531,38 @@ class Session(ContextCalls, TaskCalls, McpCalls, HistoryCalls):
         if active:
             raise RunError(f"abort the thread's {len(active)} unfinished task(s) first ({', '.join(active)}): "
                            "they would go on without a thread to report to")
+        from workbench.errors import ThreadBusyError
         from workbench.harness.compression import CompressionStore
 
-        records = CompressionStore(self.store)
+        # Hold the thread's claim while deleting, so no run can start on it meanwhile (the claim is taken
+        # only when free or when its holder is gone); deleting the thread's rows removes the claim too.
+        try:
+            claim = self.store.claim(thread_id)
+        except ThreadBusyError:
+            self._refuse_if_held(thread_id)  # the holder, in the words above
+            raise
+        try:
+            self._delete_thread_rows(thread_id, tasks, CompressionStore(self.store))
+        except BaseException:
+            self.store.release(claim)
+            raise
+
+    def _refuse_if_held(self, thread_id: str) -> None:
+        """R7: a thread whose run lives in another process is refused with its holder named (the words of
+        ``compact``'s refusal)."""
+        holder = self.store.holder(thread_id)
+        if holder is None:
+            return
+        import os
+        import socket
+
+        if holder.pid == os.getpid() and holder.host == socket.gethostname():
+            raise RunError(f"thread {thread_id} has a run in flight in this process ({holder.describe()}): "
+                           "stop it before deleting the thread")
+        raise RunError(f"thread {thread_id} is running in another process ({holder.describe()}): "
+                       "wait for that run to end, or stop it there, before deleting the thread")
+
+    def _delete_thread_rows(self, thread_id: str, tasks: Any, records: Any) -> None:
         for child in tasks.delete_for_thread(thread_id):  # its tasks' threads go with it
             records.delete_thread(child)
             self.store.delete_thread(child)

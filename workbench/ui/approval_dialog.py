@@ -33,6 +33,7 @@ from PySide6.QtWidgets import (
 )
 
 from workbench.ui.buttons import quiet_button
+from workbench.ui.decision_settle import DecisionSettle
 from workbench.ui.proposed_diff import FILE_TOOLS, DiffHighlighter, proposed_text, unified_diff
 from workbench.ui.qt_async import start
 from workbench.ui.style import safe_is_dark
@@ -48,8 +49,6 @@ STOP_RUN = "stop-run"
 """What ``decision_dialogs.ask_decisions`` returns when the person chose "Stop this run" (G12)."""
 STOP_CODE = 2
 """The dialog's result code for "Stop this run"."""
-
-
 def _mono() -> QFont:
     font = QFont("monospace")
     font.setStyleHint(QFont.StyleHint.TypeWriter)
@@ -221,6 +220,11 @@ class ApprovalDialog(QDialog):
         self.batch_note.setProperty("role", "muted")
         stop_row.addWidget(self.batch_note, 1)
         outer.addLayout(stop_row)
+        # G7, Q2: a decision's gesture never decides the call that appears after it (decision_settle.py).
+        self.settle = DecisionSettle(self, (self.approve_button, self.always_session_button,
+                                            self.always_project_button, self.always_user_button,
+                                            self.reject_button, self.approve_all_button, self.reject_message),
+                                     exempt=self.reject_message, focus_off=self._focus_off_decisions)
         self._fill_batch()
         self._show_current()
         self._show_stop()
@@ -297,6 +301,8 @@ class ApprovalDialog(QDialog):
         if q is None or q.id in self.decisions:
             self.index = self._next_undecided(self.index)
             self._show_current()
+            # Decided in the inbox: a press meant for the call that was shown must not decide this one.
+            self.settle.moved_on(("any", None, None), move_focus=self.settle.has_focus())
         self._fill_batch()
 
     def _args(self, q: Question) -> dict[str, Any]:
@@ -571,12 +577,34 @@ class ApprovalDialog(QDialog):
             return
         self.decisions[q.id] = decision
         self.sig_call_decided.emit(q.id, decision)
+        source = self.settle.take_input()
         self.index = self._next_undecided(self.index + 1)
         if self.current is None:
             self.accept()
         else:
             self._show_current()
             self._fill_batch()
+            self.settle.moved_on(source)
+
+    def _focus_off_decisions(self) -> None:
+        """The focus on the list of calls (its current row is the call shown; Space or Enter there decides
+        nothing), else on the call's arguments or changes."""
+        target = self.batch_list if not self.batch.isHidden() else self.tabs.currentWidget()
+        if target is not None:
+            target.setFocus(Qt.FocusReason.OtherFocusReason)
+
+    @property
+    def clock(self) -> Callable[[], float]:
+        """The settle time's clock (tests put a fake one here)."""
+        return self.settle.clock
+
+    @clock.setter
+    def clock(self, value: Callable[[], float]) -> None:
+        self.settle.clock = value
+
+    @property
+    def settle_seconds(self) -> float:
+        return self.settle.seconds
 
     def approve(self, always: str | None = None) -> None:
         """Approve the current call (with the edited arguments when editing)."""

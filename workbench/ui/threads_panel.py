@@ -24,6 +24,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from workbench.errors import RunError
 from workbench.ui.qt_async import ask_dialog, release_dialog, start
 
 if TYPE_CHECKING:
@@ -31,6 +32,10 @@ if TYPE_CHECKING:
     from workbench.ui.bridge import Bridge
 
 ThreadIdRole = Qt.ItemDataRole.UserRole
+StatusRole = Qt.ItemDataRole.UserRole + 1
+DELETE_TIP = "Delete the selected thread: its messages, events and usage are removed for good"
+RUNNING_DELETE_TIP = ("A run is in flight on this thread (in this window or in another process): it can be "
+                      "deleted once that run has ended")
 
 _STATUS_WORDS = {"new": "", "running": "running", "done": "", "failed": "failed", "aborted": "stopped",
                  "interrupted": "waiting for you"}
@@ -87,6 +92,7 @@ class ThreadsPanel(QWidget):
         self.rename_button.setObjectName("thread_rename")
         self.delete_button = QPushButton("Delete", self)
         self.delete_button.setObjectName("thread_delete")
+        self.delete_button.setToolTip(DELETE_TIP)
         self.new_button.clicked.connect(self.sig_thread_requested)
         self.rename_button.clicked.connect(lambda: start(self.rename_selected(), name="rename-thread"))
         self.delete_button.clicked.connect(lambda: start(self.delete_selected(), name="delete-thread"))
@@ -128,6 +134,7 @@ class ThreadsPanel(QWidget):
                 meta = (f"{status} · " if status else "") + _when(t.updated, now)
                 item = QListWidgetItem(f"{title}\n{meta}")
                 item.setData(ThreadIdRole, t.id)
+                item.setData(StatusRole, t.status)
                 tip = _STATUS_TIPS.get(t.status)
                 item.setToolTip(f"{title}\n{meta}" + (f"\n{tip}" if tip else ""))
                 self.list.addItem(item)
@@ -135,9 +142,16 @@ class ThreadsPanel(QWidget):
                     self.list.setCurrentItem(item)
         finally:
             self._updating = False
-        has = self.list.currentItem() is not None
-        self.rename_button.setEnabled(has)
-        self.delete_button.setEnabled(has)
+        self._update_buttons()
+
+    def _update_buttons(self) -> None:
+        """R7, R9: Delete is not offered for a thread whose run is in flight, here or in another process
+        (it reads ``running`` while its holder lives); the tooltip says why."""
+        item = self.list.currentItem()
+        running = item is not None and item.data(StatusRole) == "running"
+        self.rename_button.setEnabled(item is not None)
+        self.delete_button.setEnabled(item is not None and not running)
+        self.delete_button.setToolTip(RUNNING_DELETE_TIP if running else DELETE_TIP)
 
     def thread_ids(self) -> list[str]:
         return [self.list.item(i).data(ThreadIdRole) for i in range(self.list.count())]
@@ -155,7 +169,10 @@ class ThreadsPanel(QWidget):
 
     @Slot(object, object)
     def _on_current_changed(self, current: QListWidgetItem | None, _previous: Any) -> None:
-        if self._updating or current is None:
+        if self._updating:
+            return
+        self._update_buttons()
+        if current is None:
             return
         tid = current.data(ThreadIdRole)
         session = self._bridge.session
@@ -200,7 +217,12 @@ class ThreadsPanel(QWidget):
         session = self._bridge.session
         if tid is None or session is None:
             return
-        title = next((t.title for t in self.threads() if t.id == tid), "") or "this thread"
+        info = next((t for t in self.threads() if t.id == tid), None)  # fresh: its run may have started since
+        title = (info.title if info is not None else "") or "this thread"
+        if info is not None and info.status == "running":
+            await self._refused(title, RUNNING_DELETE_TIP + ".")
+            self.refresh()
+            return
         box = QMessageBox(QMessageBox.Icon.Warning, "Delete thread",
                           f"Delete “{title}”? Its messages, events and usage are removed for good.",
                           QMessageBox.StandardButton.Yes | QMessageBox.StandardButton.Cancel, self)
@@ -216,9 +238,26 @@ class ThreadsPanel(QWidget):
             release_dialog(box)
         if not yes:
             return
-        session.delete_thread(tid)
+        try:
+            session.delete_thread(tid)
+        except RunError as e:  # R7: e.g. a run in another process took the thread meanwhile (holder named)
+            self.refresh()
+            await self._refused(title, str(e))
+            return
         self.sig_thread_deleted.emit(tid)
         self.refresh()
 
+    async def _refused(self, title: str, why: str) -> None:
+        """Say why the thread was not deleted (the session's refusal names the run's holder)."""
+        box = QMessageBox(QMessageBox.Icon.Information, "Thread not deleted", f"“{title}” was not deleted: {why}",
+                          QMessageBox.StandardButton.Ok, self)
+        box.setObjectName("delete_thread_refused")
+        self._dialog = box
+        try:
+            await ask_dialog(box)
+        finally:
+            self._dialog = None
+            release_dialog(box)
 
-__all__ = ["ThreadIdRole", "ThreadsPanel"]
+
+__all__ = ["StatusRole", "ThreadIdRole", "ThreadsPanel"]
