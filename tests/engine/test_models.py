@@ -98,6 +98,33 @@ async def test_tool_calls_with_fragmented_arguments(stub_server):
     assert resp.finish_reason == "tool_calls"
 
 
+async def test_R10_a_lone_surrogate_in_a_call_id_logs_no_error_for_a_good_answer(stub_server, caplog):
+    """Found by a review: litellm's rebuild of the streamed response (for its logging, which nobody
+    receives) failed to serialize the id and logged an ERROR with a traceback; ``workbench run`` printed
+    them as ``error:`` lines for a run that succeeded. The answer is built from the stream regardless."""
+    import logging
+
+    import litellm
+
+    stub_server.script(StubReply(tool_calls=[("ls", {"path": "/project"}, "n\udc00")], usage=(100, 20)))
+    with caplog.at_level(logging.DEBUG):
+        _, resp = await collect(make(stub_server))
+    (call,) = resp.message.tool_calls
+    assert call.name == "ls" and call.arguments == {"path": "/project"}
+    assert resp.usage.input_tokens == 100
+    assert not [r for r in caplog.records if r.levelno >= logging.ERROR], [r.getMessage() for r in caplog.records]
+    # With a callback registered, litellm's own report goes through as before.
+    record = logging.LogRecord("LiteLLM", logging.ERROR, __file__, 1,
+                               "litellm.main.py::stream_chunk_builder() - Exception occurred - x", None, None)
+    quiet = next(f for f in logging.getLogger("LiteLLM").filters if type(f).__name__ == "_QuietIdleRebuild")
+    assert not quiet.filter(record)
+    litellm.success_callback.append(lambda *a, **k: None)
+    try:
+        assert quiet.filter(record)
+    finally:
+        litellm.success_callback.pop()
+
+
 async def test_invalid_tool_arguments_keep_raw(stub_server):
     stub_server.script(StubReply(tool_calls=[("read_file", '{"path": "/x", oops')]))
     _, resp = await collect(make(stub_server))

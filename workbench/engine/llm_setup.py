@@ -85,6 +85,28 @@ def _configure(litellm: ModuleType) -> None:
     # litellm logs a WARNING per unpriced model and per retry; the workbench reports those itself.
     for name in ("LiteLLM", "LiteLLM Router", "LiteLLM Proxy", "litellm"):
         logging.getLogger(name).setLevel(logging.ERROR)
+        logging.getLogger(name).addFilter(_QuietIdleRebuild(litellm))
+
+
+class _QuietIdleRebuild(logging.Filter):
+    """Drop litellm's ERROR (and traceback) when its rebuild of a streamed response fails while no
+    callback would receive that response: the workbench builds its answer from the stream itself, so the
+    run is unaffected, yet ``workbench run`` printed tracebacks and ``error:`` lines for a run that
+    succeeded (a provider's tool-call id holding a lone surrogate, which pydantic cannot serialize; R10).
+    With a callback registered the record goes through as before."""
+
+    _MARK = "stream_chunk_builder() - Exception occurred"
+
+    def __init__(self, litellm: ModuleType) -> None:
+        super().__init__()
+        self._litellm = litellm
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        try:
+            text = str(record.msg)
+        except Exception:  # noqa: BLE001 - a record that cannot be read is let through
+            return True
+        return not (self._MARK in text and not _has_callbacks(self._litellm))
 
 
 def _has_callbacks(litellm: ModuleType) -> bool:
