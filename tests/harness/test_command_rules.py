@@ -81,7 +81,8 @@ PYTEST_ONLY = "permissions:\n  rules:\n    - {allow: execute, command: 'pytest *
     ("echo ${X:-$(rm y)}", [("command", "echo ${X:-$(rm y)}", False), ("command", "rm y", True)]),
     ("PATH=/tmp/evil:$PATH; pytest", [("command", "PATH=/tmp/evil:$PATH", False), ("command", "pytest", True)]),
     ("export A=1", [("command", "export A=1", True)]),
-    ("LD_PRELOAD=/x.so pytest", [("command", "LD_PRELOAD=/x.so pytest", True)]),
+    # a leading assignment is a part of its own (E2, P1: the command is judged as the one it runs)
+    ("LD_PRELOAD=/x.so pytest", [("command", "LD_PRELOAD=/x.so", True), ("command", "pytest", True)]),
     ("pytest &", [("command", "pytest", True)]),
     ("echo 'unterminated", [("command", "echo 'unterminated", False)]),
 ])

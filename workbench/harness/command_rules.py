@@ -23,6 +23,29 @@ name with a glob — or a construct this module does not know, or a command that
 *unjudged*: it asks, whatever the allow rules say (a deny rule matching its text still denies). Every
 part must be allowed for the command to run without asking; any denied part denies the whole.
 
+A command part is judged on the command it *runs* (P1: a rule cannot be passed by spelling the same
+command differently):
+
+- leading assignments (``X=1 rm x``) are parts of their own, judged like ``X=1; rm x`` — so ``rm *``
+  judges the ``rm``, and an assignment such as ``LD_PRELOAD=…`` still needs its own allow;
+- wrappers that only run the rest of their words as a command in the same folder (``_WRAPPERS``:
+  ``command``, ``builtin``, ``exec``, ``env``, ``nice``, ``nohup``, ``time``, ``timeout``, ``stdbuf``,
+  ``setsid``) are stripped, their options read exactly: ``command rm x`` is the part ``rm x``. A
+  wrapper that runs the command as another user (``sudo``, ``doas``) or is named by a path
+  (``/usr/bin/env rm x``) is stripped too, but its own text stays a part as well, so both must be
+  allowed. An option this module does not know makes the part unjudged (it asks), and a deny rule then
+  sees every way the words could be read (``rough_segments``);
+- a command given as a string to ``eval``, ``trap``, ``alias`` or ``bash``/``sh -c`` is parsed too,
+  and its parts judged besides the part itself;
+- a backslash-newline outside quotes is removed before parsing, as bash removes it (``r\\<newline>m``
+  is ``rm``; the grammar would read two words).
+
+A redirection's file is judged as bash opens it, or not at all: a target holding an unquoted glob
+(``> .gi?/confi?``: bash writes the one file it matches) or a tilde prefix naming a folder of the
+shell (``~+``, ``~-``) is unjudged; so is every target that is not an absolute path when anything in the
+line may change the folder (``cd``, ``pushd``, ``popd``, ``source``, ``eval``, a command only known when
+it runs) or ``HOME`` (for ``~/…``) — the judge would read it from the starting folder.
+
 Command patterns are ``fnmatch`` globs over a part's text (``*`` matches anything, spaces included),
 and a pattern ending in `` *`` also matches the command with no arguments (``pytest *`` covers
 ``pytest``), as Claude Code's ``pytest:*`` does.
@@ -38,6 +61,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any, Literal
+
+from workbench.harness.command_words import _FOLDER_CHANGERS, _WRAPPERS, _possible_commands, _runs, _string_commands
 
 __all__ = [
     "MAX_COMMAND_CHARS",
@@ -128,15 +153,19 @@ def rough_segments(text: str) -> tuple[str, ...]:
     a rough reading, used only to let a deny rule refuse a part the parser could not read (it can only
     add a refusal, never allow anything)."""
     out: list[str] = []
-    for stretch in _OPERATORS.split(text[:MAX_COMMAND_CHARS]):
-        try:
-            words = shlex.split(stretch)
-        except ValueError:
-            words = stretch.split()
-        while words and words[0] in _KEYWORDS:
-            words = words[1:]
-        if words:
-            out.append(shown_words(words))
+    text = text[:MAX_COMMAND_CHARS]
+    # bash joins a backslash-newline outside single quotes; read the text both ways
+    for reading in dict.fromkeys([text, text.replace("\\\n", "")]):
+        for stretch in _OPERATORS.split(reading):
+            try:
+                words = shlex.split(stretch)
+            except ValueError:
+                words = stretch.split()
+            while words and words[0] in _KEYWORDS:
+                words = words[2:] if words[:2] == ["time", "-p"] else words[1:]
+            if words:
+                out.append(shown_words(words))
+                out.extend(shown_words(w) for w in _possible_commands(words))
     return tuple(dict.fromkeys(out))
 
 
@@ -166,9 +195,6 @@ def prefix_patterns(part: Part) -> list[str]:
     if rest:
         out.append(_escape(shown_words(list(program))) + " *")
     return list(dict.fromkeys(out))
-
-
-# ------------------------------------------------------------------------------------------ parsing
 
 
 @lru_cache(maxsize=1)
@@ -223,6 +249,11 @@ def parse(command: str) -> Parsed:
     ascii_only = source.translate(_TO_ASCII)
     tree = parser.parse(ascii_only)
     root = tree.root_node
+    joined = _join_continuations(source, root)
+    if joined is not None:
+        # bash removes a backslash-newline before it splits words (`r\<newline>m` runs rm); the grammar
+        # splits a word there. Parse the line as bash reads it.
+        return Parsed(command, parse(joined.decode("utf-8")).parts)
     outer = getattr(_SOURCE, "value", b"")  # a nested parse (see _Walker.arithmetic) restores it
     _SOURCE.value = source
     try:
@@ -238,9 +269,32 @@ def parse(command: str) -> Parsed:
             walker.statements(root, 0)
         except RecursionError:
             return _whole(command, "it is nested too deeply to judge")
-        return Parsed(command, tuple(walker.parts))
+        return Parsed(command, _writes_after_folder_changes(walker.parts, command))
     finally:
         _SOURCE.value = outer
+
+
+def _writes_after_folder_changes(parts: list[Part], command: str) -> tuple[Part, ...]:
+    """``parts`` with every write whose file is not an absolute path made unjudged when the line may
+    change what that path names before bash opens it: a relative path after a ``cd`` (or ``pushd``,
+    ``popd``, ``source``, ``eval``, or a command only a run knows, which may be any of those), a ``~/``
+    path when ``HOME`` is named anywhere. Anywhere in the line, not only before the write: a loop or a
+    function runs a later ``cd`` before an earlier write."""
+    unknown = any(p.kind == "command" and not p.judged for p in parts)
+    folder_moves = unknown or any(p.kind == "command" and p.words and p.words[0] in _FOLDER_CHANGERS
+                                  for p in parts)
+    home_moves = unknown or "HOME" in command
+    out: list[Part] = []
+    for p in parts:
+        if p.kind == "write" and p.judged and not p.text.startswith("/"):
+            if p.text.startswith("~") and home_moves:
+                p = Part("write", p.text, (), f"it writes {p.text!r} and the line may change HOME first")
+            elif not p.text.startswith("~") and folder_moves:
+                p = Part("write", p.text, (), f"it writes {p.text!r}, a path relative to a folder the line may "
+                                              "change first (cd, pushd, popd, source, eval or a command only a "
+                                              "run knows)")
+        out.append(p)
+    return tuple(out)
 
 
 def _whole(command: str, why: str) -> Parsed:
@@ -275,6 +329,36 @@ def _skipped(source: bytes, root: Any) -> str:
     return rest.decode("utf-8", "replace")[:40]
 
 
+def _join_continuations(source: bytes, root: Any) -> bytes | None:
+    """``source`` without the line continuations bash removes — a backslash-newline no leaf of the tree
+    covers (inside single quotes, a quoted here-document or a comment, a leaf covers it and bash keeps
+    it; an unquoted here-document's text is covered by no leaf, and bash removes it there too) — or None
+    when it holds none."""
+    covered = bytearray(len(source))
+    stack = [root]
+    while stack:
+        node = stack.pop()
+        if node.children:
+            stack.extend(node.children)
+        else:
+            covered[node.start_byte:node.end_byte] = b"\x01" * (node.end_byte - node.start_byte)
+    drop: set[int] = set()
+    start = source.find(b"\\\n")
+    while start != -1:
+        newline = start + 1
+        if not covered[newline]:
+            backslashes = 0  # `\\<newline>` is an escaped backslash, then a newline
+            while newline - backslashes - 1 >= 0 and source[newline - backslashes - 1] == 0x5C \
+                    and not covered[newline - backslashes - 1]:
+                backslashes += 1
+            if backslashes % 2:
+                drop.update((start, newline))
+        start = source.find(b"\\\n", newline)
+    if not drop:
+        return None
+    return bytes(b for i, b in enumerate(source) if i not in drop)
+
+
 _TO_ASCII = bytes(b if b < 0x80 else 0x61 for b in range(256))
 _SOURCE = threading.local()  # the real bytes of the line being walked (the parser saw an ASCII copy)
 
@@ -305,6 +389,8 @@ _WRITE_OPS = frozenset({">", ">>", "&>", "&>>", ">|", "<>"})
 _HARMLESS_TARGETS = frozenset({"/dev/null", "/dev/stdout", "/dev/stderr", "/dev/tty"})
 _BRACE_EXPANSION = re.compile(r"\{[^{}\s]*(,|\.\.)[^{}\s]*\}")
 _GLOB_CHARS = re.compile(r"[*?\[]")
+#: `~+` is $PWD, `~-` $OLDPWD, `~2` a folder of `dirs`: a tilde prefix no home folder explains.
+_SHELL_TILDE = re.compile(r"~(?:[+-][0-9]*|[0-9]+)(?:/|$)")
 
 
 class _Walker:
@@ -369,6 +455,7 @@ class _Walker:
 
     def command(self, node: Any, depth: int) -> None:
         words: list[str] = []
+        n_assignments = 0  # the leading NAME=value words
         why = ""
         later: list[Any] = []  # redirections inside the command node: judged after it
         for child in node.named_children:
@@ -385,6 +472,7 @@ class _Walker:
                     words.append(_text(child))
                 else:
                     words.append(value)
+                n_assignments += 1
                 continue
             target = child.named_children[0] if kind == "command_name" and child.named_children else child
             value = _literal(target)
@@ -401,10 +489,35 @@ class _Walker:
                 words.append(value)
             else:
                 words.append(value)
-        self.command_part(node, words, why)
+        if why:
+            self.command_part(node, words, why)
+        else:
+            self.runs(node, words, n_assignments, depth)
         self.substitutions(node, depth)
         for r in later:
             self.redirect(r, depth)
+
+    def runs(self, node: Any, words: list[str], n_assignments: int, depth: int) -> None:
+        """A simple command whose words are all known, as the parts it runs (``_runs``): its assignments,
+        an elevating wrapper's text, the command itself, and the command lines it gets as strings."""
+        runs = _runs(words, n_assignments)
+        if not runs.command:  # only assignments, or a wrapper that runs nothing (`env X=1`, `exec >f`)
+            self.command_part(node, words, "")
+            return
+        for assignment in runs.assignments:
+            self.parts.append(Part("command", shown_words([assignment]), (assignment,)))
+        for text in runs.also:
+            self.command_part(node, text, "")
+        if runs.why:
+            self.parts.append(Part("command", shown_words(runs.command), tuple(runs.command), runs.why))
+            return
+        self.command_part(node, runs.command, "")
+        for line in _string_commands(runs.command):
+            if not line.strip():
+                continue  # `trap '' TERM` ignores a signal; `eval ''` runs nothing
+            if depth > MAX_DEPTH:
+                raise RecursionError
+            self.parts.extend(parse(line).parts)
 
     def command_part(self, node: Any, words: list[str], why: str) -> None:
         """One judged part: as written when it cannot be judged (``why``), else its words as bash reads them."""
@@ -459,6 +572,14 @@ class _Walker:
         target = _literal(targets[0])
         if target is None:
             self.unjudged(node, f"the redirection {_text(node)!r} writes to a file only a run knows", "write")
+        elif _unquoted_glob(targets[0]):
+            # bash expands a pattern in a redirection's file when it matches one file (`> .gi?/confi?`
+            # writes .git/config): which file is only known when it runs
+            self.unjudged(node, f"the redirection {_text(node)!r} writes to the file a pattern matches, known "
+                                "only when it runs", "write")
+        elif _SHELL_TILDE.match(target):
+            self.unjudged(node, f"the redirection {_text(node)!r} writes in a folder of the shell ({target[:2]}: "
+                                "$PWD or $OLDPWD), known only when it runs", "write")
         elif target not in _HARMLESS_TARGETS:
             self.parts.append(Part("write", target, (target,)))
 
