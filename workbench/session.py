@@ -26,6 +26,7 @@ from workbench.errors import ConfigError, RunError
 from workbench.session_context import ContextCalls
 from workbench.session_history import HistoryCalls, HistoryPage
 from workbench.session_mcp import McpCalls, McpServerInfo, McpToolInfo
+from workbench.session_rules import RuleCalls
 from workbench.session_tasks import TaskCalls
 
 EventListener = Callable[[Event], None]
@@ -113,7 +114,7 @@ def _model_factory(engine: Engine, cfg: WorkbenchConfig, threaded: bool, api_key
     return model_for
 
 
-class Session(ContextCalls, TaskCalls, McpCalls, HistoryCalls):
+class Session(ContextCalls, TaskCalls, McpCalls, HistoryCalls, RuleCalls):
     """One workspace and its current thread. Create with ``await Session.open(...)``."""
 
     _config_stamp: tuple[Any, ...] | None = None
@@ -642,67 +643,6 @@ class Session(ContextCalls, TaskCalls, McpCalls, HistoryCalls):
         if not allowed:
             raise BackendRefusal(path, why.removeprefix("Denied: ").removeprefix("Refused: "))
         await self.backend.write(path, text)
-
-    # -- permission rules (Q3: the rule builder; logic in harness/rule_proposal.py) --------------------------
-    def _permissions(self) -> Any:
-        from workbench.harness.permissions import PermissionsMiddleware
-
-        perms = self.middleware(PermissionsMiddleware)
-        if perms is None:
-            raise ConfigError("this session has no permission rules to add to")
-        return perms
-
-    def rule_subjects(self, tool: str, arguments: Mapping[str, Any]) -> list[tuple[str, str, str]]:
-        """What a call touches, ``(action, target, effect now)``: its paths, then the tool."""
-        from workbench.harness.permissions import PermissionsMiddleware
-        from workbench.harness.rule_proposal import subjects
-
-        return subjects(self.middleware(PermissionsMiddleware), self.engine.agent.tool_map.get(tool), tool, arguments)
-
-    @staticmethod
-    def build_rule(effect: str, action: str, target: str, level: str) -> Any:
-        """The ``PermissionRule`` for these choices (ValueError names a bad one); see rule_proposal."""
-        from workbench.harness.rule_proposal import build_rule
-
-        return build_rule(effect, action, target, level)
-
-    @staticmethod
-    def rule_line(rule: Any) -> str:
-        """The line a rule is saved as in ``permissions.rules`` (``{allow: write, path: "/project/*"}``)."""
-        from workbench.harness.rule_proposal import rule_yaml
-
-        return rule_yaml(rule)
-
-    def rule_files(self) -> dict[str, Path | None]:
-        """Where ``save_rule`` writes: ``project`` (workbench.yaml) and ``user`` (permissions.yaml)."""
-        perms = self._permissions()
-        return {"project": perms.project_config, "user": perms.user_config}
-
-    async def rule_history(self) -> list[Any]:
-        """Every tool call in this workspace's threads (``rule_proposal.PastCall``), read off the loop."""
-        from workbench.harness.rule_proposal import past_calls
-
-        return await asyncio.to_thread(past_calls, self.store)
-
-    async def preview_rule(self, rule: Any, scope: str = "session", history: list[Any] | None = None) -> list[Any]:
-        """The earlier calls ``rule`` matches, each with what the engine does now and would do once the
-        rule is saved to ``scope`` (``rule_proposal.PreviewEntry``); judged off the loop."""
-        from workbench.harness.rule_proposal import preview
-
-        calls = history if history is not None else await self.rule_history()
-        return await asyncio.to_thread(preview, self._permissions(), rule, scope, calls,
-                                       dict(self.engine.agent.tool_map))
-
-    async def save_rule(self, rule: Any, scope: str) -> Any:
-        """Keep ``rule`` for this session, in the project's workbench.yaml or the user's permissions.yaml
-        (comments kept; the person's trust kept, W1); it counts from the next call. ConfigError names a
-        file that can't be changed."""
-        from workbench.harness.rule_proposal import save_rule
-
-        perms = self._permissions()
-        if scope == "session":
-            return save_rule(perms, rule, scope, workspace=self.workspace)
-        return await asyncio.to_thread(save_rule, perms, rule, scope, workspace=self.workspace)
 
     async def close(self) -> None:
         if self.running:
