@@ -69,8 +69,8 @@ class Usage:
         out: dict[str, Any] = {}
         for name in _INT_FIELDS:
             value = data.get(name)
-            if value is not None:
-                out[name] = _count(value)
+            if value is not None:  # an int at or above 0, the stored case, as it is
+                out[name] = value if type(value) is int and value >= 0 else _count(value)
         cost = data.get("cost_usd")
         if cost is not None:
             out["cost_usd"] = float(cost) if _number(cost) and cost >= 0 else None
