@@ -20,6 +20,7 @@ import json
 import logging
 import os
 import re
+import shlex
 import stat
 import time
 from dataclasses import dataclass
@@ -58,6 +59,25 @@ class TrustRequest:
     key: str
     value: str
     description: str
+
+    def shown(self) -> tuple[str, str, str]:
+        """``key``, ``value`` and ``description`` as a person must see them: every character that could
+        break a line, hide text or reorder it made visible (``visible``)."""
+        return visible(self.key), visible(self.value), visible(self.description)
+
+
+# Line breaks, other control characters, zero-width and bidirectional-override characters: in a value a
+# workspace wrote they could start a fake second line ("runs nothing on this computer") and push the real
+# command out of sight, or show it in another order (found by a review of the trust dialog).
+_HIDING = re.compile("[\x00-\x1f\x7f-\x9f\u00ad\u061c\u180e\u200b-\u200f\u2028-\u202e"
+                     "\u2060-\u206f\ufeff\ufff9-\ufffb]")
+_ESCAPES = {"\n": "\\n", "\r": "\\r", "\t": "\\t"}
+
+
+def visible(text: str) -> str:
+    """``text`` on one line with nothing hidden: a line break or tab as ``\\n``/``\\r``/``\\t``, any
+    other control, zero-width or bidirectional character as ``\\uXXXX``."""
+    return _HIDING.sub(lambda m: _ESCAPES.get(m.group(), f"\\u{ord(m.group()):04x}"), text)
 
     def __str__(self) -> str:
         return f"{self.key}: {self.description}"
@@ -149,12 +169,15 @@ def _mcp_request(name: str, server: Any) -> TrustRequest:
         extra = f" (headers {', '.join(headers)})" if headers else ""
         return TrustRequest(f"mcp_servers.{name}", f"{url}{extra}",
                             f"send the agent's calls to the MCP server's tools{extra} to {url}")
-    line = " ".join([str(get("command")), *(str(a) for a in (get("args") or ()))])
+    words = [str(get("command")), *(str(a) for a in (get("args") or ()))]
+    line = " ".join(words)
     env = dict(get("env") or {})
     value = line + "".join(f" [{k}={v}]" for k, v in sorted(env.items()))
     if get("cwd"):
         value += f" [in {get('cwd')}]"
-    return TrustRequest(f"mcp_servers.{name}", value, f"run the command `{line}` on this computer")
+    # In words, each argument quoted as a shell would need it: an argument holding spaces or `;` reads
+    # as one argument, not as more of the command line.
+    return TrustRequest(f"mcp_servers.{name}", value, f"run the command `{shlex.join(words)}` on this computer")
 
 
 #: One ``/``-separated part of a model string that is a host and port (``10.0.0.7:11434``,
@@ -303,14 +326,14 @@ def safe_config(config: WorkbenchConfig, workspace: Path | str) -> WorkbenchConf
 
 def describe(reqs: list[TrustRequest]) -> str:
     """One line per request, for the CLI prompt and notices."""
-    return "\n".join(f"  - {r.key}: {r.value} — {r.description}" for r in reqs)
+    return "\n".join("  - {}: {} — {}".format(*r.shown()) for r in reqs)
 
 
 def ignored_notice(workspace: Path | str, reqs: list[TrustRequest], *, changed: bool = False) -> str:
     """The notice an untrusted workspace's session carries: names each ignored setting. ``changed``:
     the person trusted what they were shown, but workbench.yaml asked for something else by the time
     the session opened."""
-    names = ", ".join(f"{r.key} ({r.value})" for r in reqs)
+    names = ", ".join(f"{visible(r.key)} ({visible(r.value)})" for r in reqs)
     why = "is not trusted"
     if changed:
         why += f" (its {CONFIG_FILENAME} changed after you were asked to trust it)"

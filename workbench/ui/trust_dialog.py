@@ -54,9 +54,13 @@ class TrustDialog(QDialog):
         self.list.setAccessibleName("What the workspace asks for")
         self.list.setWordWrap(True)
         self.list.setSpacing(5)  # each request is two lines: keep them apart at a glance
+        # Scrolled by pixel: one long request (a command line of thousands of characters) is read to its
+        # end, not skipped as one item taller than the list.
+        self.list.setVerticalScrollMode(QListWidget.ScrollMode.ScrollPerPixel)
         for r in self.requests:
-            item = QListWidgetItem(f"{r.key}: {r.value}\n    {r.description}")
-            item.setToolTip(r.description)
+            key, value, description = r.shown()  # W1: nothing a workspace wrote can fake a line or hide one
+            item = QListWidgetItem(f"{key}: {value}\n    {description}")
+            item.setToolTip(description)
             self.list.addItem(item)
         self.list.setFocusPolicy(Qt.FocusPolicy.StrongFocus)
         lay.addWidget(self.list, 1)
