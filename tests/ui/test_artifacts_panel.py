@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from PySide6.QtCore import QBuffer, QByteArray, QIODevice, Qt
+from PySide6.QtCore import QBuffer, QByteArray, QIODevice, Qt, QUrl
 from PySide6.QtGui import QColor, QImage
 
 from tests.stub_server import StubReply, StubServer
@@ -269,3 +269,30 @@ def test_code_highlighter_flavours(qtbot: Any) -> None:
 
     h.set_language(None)
     assert doc.firstBlock().layout().formats() == []
+
+
+async def test_g1_a_markdown_artifact_loads_no_local_file_and_hides_no_word(tmp_path: Path, qtbot: Any) -> None:
+    """G1, F4: an artifact is the agent's text. A local image it names is never loaded (its alt text is
+    shown), raw HTML is shown as written (it used to swallow the rest of the document), and a click on a
+    local link never replaces the artifact with the file (a review found both in the transcript)."""
+    secret = tmp_path / "secret_notes.txt"
+    secret.write_text("PRIVATE hunter2\n", encoding="utf-8")
+    picture = tmp_path / "private.png"
+    picture.write_bytes(base64.b64decode(png_base64()))
+    text = (f"# Notes\n\n<div class=\"box\">\n\nStill **visible** after the tag.\n\n![the chart]({picture})\n\n"
+            f"See [the notes]({secret}).\n\nLast line.\n")
+    ws = workspace(tmp_path)
+    model = ScriptedModel([tool_reply(write("notes.md", text)), reply("done")])
+    session, panel, unsubscribe = await open_with_panel(ws, model, qtbot)
+    assert (await session.run("write")).status == "done"
+    assert panel.select("notes.md") and panel.current_kind == "markdown"
+    view = panel.markdown_view
+    plain = view.document().toPlainText()
+    for words in ('<div class="box">', "Still visible after the tag.", "[image: the chart]", "the notes", "Last line."):
+        assert words in plain, (words, plain)
+    resource = view.document().resource(2, QUrl.fromLocalFile(str(picture)))  # ImageResource
+    assert not isinstance(resource, QImage) or resource.size().width() <= 1
+    view.setSource(QUrl.fromLocalFile(str(secret)))  # what a followed link does
+    assert "hunter2" not in view.document().toPlainText()
+    unsubscribe()
+    await session.close()

@@ -56,8 +56,10 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from workbench.ui.answer_links import no_resource
 from workbench.ui.budget_panel import is_news, last_seq
 from workbench.ui.code_highlighter import CodeHighlighter, language_for
+from workbench.ui.markdown_render import set_answer_markdown
 from workbench.ui.panel_tasks import PanelTasks, Start
 from workbench.ui.style import safe_is_dark
 from workbench.ui.table_model import RowsTableModel
@@ -137,6 +139,17 @@ def _source_text(source: str) -> str:
 # ----------------------------------------------------------------------------------------------------
 # The model
 
+
+
+class _ArtifactBrowser(QTextBrowser):
+    """The markdown viewer of an artifact: it never reads a resource the text names (an image by path,
+    a style sheet) and never navigates away (found by a review of the transcript's answers, G1, F4)."""
+
+    def loadResource(self, kind: int, name: Any) -> Any:  # noqa: N802 - Qt override
+        return no_resource(kind)
+
+    def doSetSource(self, name: Any, kind: Any = None) -> None:  # noqa: N802 - Qt override
+        """Nothing: the artifact stays shown."""
 
 class ArtifactsModel(RowsTableModel):
     """Rows of ``{"name", "size", "mime", "source", "updated"}`` (never the content), in write order."""
@@ -293,7 +306,7 @@ class ArtifactsPanel(QWidget):
         self.placeholder.setAlignment(Qt.AlignmentFlag.AlignCenter)
         self.placeholder.setProperty("role", "muted")
         self.placeholder.setWordWrap(True)
-        self.markdown_view = QTextBrowser(self.stack)
+        self.markdown_view = _ArtifactBrowser(self.stack)
         self.markdown_view.setObjectName("artifactMarkdown")
         self.markdown_view.setAccessibleName("Artifact")
         self.markdown_view.setOpenLinks(False)  # an artifact's links never navigate the viewer away
@@ -440,7 +453,9 @@ class ArtifactsPanel(QWidget):
         self.current_kind = kind
         self._pixmap = None
         if kind == "markdown":
-            self.markdown_view.setMarkdown(content)
+            # G1, F4: an artifact is the agent's text: markdown without raw HTML, images as their alt
+            # text, nothing loaded from disk or the network (as the transcript's answers).
+            set_answer_markdown(self.markdown_view.document(), content)
             self.stack.setCurrentWidget(self.markdown_view)
         elif kind in ("code", "text"):
             self.highlighter.set_language(language_for(name, mime) if kind == "code" else None)

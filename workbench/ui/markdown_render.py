@@ -6,6 +6,10 @@ blocks as bare monospace lines flush with the text. ``render_markdown`` sets the
 the document in place: a table's format and its header cells; each run of code lines moved into a
 one-cell frame (a ``QTextTable``: the only block container with padding and a background); inline code
 given a background. Fenced code is highlighted by ``code_highlighter.FencedCodeHighlighter``.
+
+The answer is untrusted (G1, F4/P5): it is read as GitHub markdown *without* raw HTML (a tag shows as the
+text the model wrote; nothing of the answer is hidden), and each image becomes its alt text, never
+loaded (``set_answer_markdown``).
 """
 
 from __future__ import annotations
@@ -187,8 +191,66 @@ def code_boxes(doc: QTextDocument) -> list[QTextTable]:
     return [t for t in _tables(doc) if t.format().property(QTextFormat.Property.UserProperty) == "code_box"]
 
 
+def _image_runs(doc: QTextDocument) -> list[tuple[int, int, str]]:
+    """(first position, end position, alt text) of each image in the document; an image whose alt text
+    has several formats (``![a **b**](x)``) is several adjacent image characters of one name."""
+    runs: list[tuple[int, int, str, str]] = []
+    block = doc.begin()
+    while block.isValid():
+        it = block.begin()
+        while not it.atEnd():
+            frag = it.fragment()
+            if frag.isValid() and frag.charFormat().isImageFormat():
+                fmt = frag.charFormat().toImageFormat()
+                alt = str(fmt.property(QTextFormat.Property.ImageAltText) or "")
+                start, end = frag.position(), frag.position() + frag.length()
+                if runs and runs[-1][1] == start and runs[-1][3] == fmt.name():
+                    runs[-1] = (runs[-1][0], end, runs[-1][2] + alt, fmt.name())
+                else:
+                    runs.append((start, end, alt, fmt.name()))
+            it += 1
+        block = block.next()
+    return [(a, b, alt) for a, b, alt, _ in runs]
+
+
+def _images_as_text(doc: QTextDocument) -> None:
+    """Each image of the answer becomes its alt text, as "[image: alt]" in italics (G1, F4/P5): the image
+    named is never loaded — not a local file, not a remote one — and nothing of the answer is hidden."""
+    runs = _image_runs(doc)
+    cursor = QTextCursor(doc)
+    for start, end, alt in reversed(runs):  # from the end: earlier positions stay valid
+        cursor.setPosition(start + 1)
+        fmt = QTextCharFormat(cursor.charFormat())
+        for prop in (QTextFormat.Property.ObjectType, QTextFormat.Property.ImageName,
+                     QTextFormat.Property.ImageAltText, QTextFormat.Property.ImageTitle,
+                     QTextFormat.Property.ImageWidth, QTextFormat.Property.ImageHeight,
+                     QTextFormat.Property.ImageQuality):
+            fmt.clearProperty(prop)
+        fmt.setFontItalic(True)
+        cursor.setPosition(start)
+        cursor.setPosition(end, QTextCursor.MoveMode.KeepAnchor)
+        alt = " ".join(alt.split())
+        cursor.insertText(f"[image: {alt}]" if alt else "[image]", fmt)
+
+
+#: How answers are read: GitHub's markdown without raw HTML (G1). A model's answer is untrusted text;
+#: with HTML on, a ``<div>`` or ``<img>`` line or an unclosed tag hid the rest of the answer and inline
+#: styles applied. Without it, a tag shows as the literal text the model wrote (as GitHub shows unknown
+#: markup), and every word of the answer stays visible.
+MARKDOWN_FEATURES = QTextDocument.MarkdownFeature(
+    QTextDocument.MarkdownFeature.MarkdownDialectGitHub.value | QTextDocument.MarkdownFeature.MarkdownNoHTML.value)
+
+
+def set_answer_markdown(doc: QTextDocument, text: str) -> None:
+    """Read ``text`` into ``doc`` as markdown without raw HTML, its images turned into their alt text."""
+    doc.setMarkdown(text, MARKDOWN_FEATURES)
+    if "![" in text:  # an image needs "![": most answers have none
+        _images_as_text(doc)
+
+
 def render_markdown(view: QTextEdit, text: str, *, dark: bool | None = None) -> None:
-    """Show ``text`` as markdown in ``view``, polished, with its fenced code highlighted."""
+    """Show ``text`` as markdown in ``view``, polished, with its fenced code highlighted. Raw HTML is shown
+    as text and images as their alt text (``set_answer_markdown``; G1, F4/P5)."""
     if dark is None:
         from workbench.ui.style import is_dark
 
@@ -197,7 +259,15 @@ def render_markdown(view: QTextEdit, text: str, *, dark: bool | None = None) -> 
     highlighter = getattr(view, _HIGHLIGHTER, None)
     if highlighter is not None:
         highlighter.setDocument(None)  # highlight once, after the polish (it re-lays the code out)
-    view.setMarkdown(text)
+    # Not view.setMarkdown: it takes no features (Qt's default dialect reads raw HTML). As it does, no
+    # undo history for the new content.
+    undo = doc.isUndoRedoEnabled()
+    doc.setUndoRedoEnabled(False)
+    try:
+        set_answer_markdown(doc, text)
+    finally:
+        doc.setUndoRedoEnabled(undo)
+    view.moveCursor(QTextCursor.MoveOperation.Start)
     if "|" in text or "`" in text or "    " in text or "~~~" in text:  # nothing to polish otherwise (most answers)
         polish(doc, dark)
     if highlighter is None and ("```" in text or "~~~" in text):
@@ -208,4 +278,4 @@ def render_markdown(view: QTextEdit, text: str, *, dark: bool | None = None) -> 
         highlighter.setDocument(doc)
 
 
-__all__ = ["code_boxes", "colors", "polish", "render_markdown"]
+__all__ = ["MARKDOWN_FEATURES", "code_boxes", "colors", "polish", "render_markdown", "set_answer_markdown"]

@@ -15,8 +15,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from PySide6.QtCore import QPoint, QSize, Qt, Signal, Slot
-from PySide6.QtGui import QFontDatabase, QTextCursor
+from PySide6.QtCore import QPoint, QSize, Qt, QUrl, Signal, Slot
+from PySide6.QtGui import QCursor, QFontDatabase, QTextCursor
 from PySide6.QtWidgets import (
     QFrame,
     QHBoxLayout,
@@ -27,10 +27,12 @@ from PySide6.QtWidgets import (
     QSizePolicy,
     QTextBrowser,
     QToolButton,
+    QToolTip,
     QVBoxLayout,
     QWidget,
 )
 
+from workbench.ui.answer_links import no_resource, open_link, refusal_text
 from workbench.ui.focus_order import chain
 from workbench.ui.markdown_render import render_markdown
 from workbench.ui.style import set_status_property
@@ -71,14 +73,21 @@ def _summary(name: str, arguments: Any) -> str:
 
 
 class AutoHeightBrowser(QTextBrowser):
-    """A text browser as tall as its document (no inner scroll bar): one message of the transcript."""
+    """A text browser as tall as its document (no inner scroll bar): one message of the transcript.
+
+    What it shows is untrusted (a model's answer; G1, F4/P5 — see ``answer_links``): it never reads a
+    resource (``loadResource`` hands back a placeholder, never the file or URL named), and a click on a
+    link never navigates it (``setOpenLinks(False)``): ``_link_clicked`` opens an http(s) link in the
+    system's browser and only shows any other target as text."""
 
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
         self.setFrameShape(QFrame.Shape.NoFrame)
         self.setVerticalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
         self.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
-        self.setOpenExternalLinks(True)
+        self.setOpenLinks(False)  # a click never replaces the message with the link's target (F4/P5)
+        self.setOpenExternalLinks(False)
+        self.anchorClicked.connect(self._link_clicked)
         self.setSizePolicy(QSizePolicy.Policy.Expanding, QSizePolicy.Policy.Fixed)
         self.viewport().setAutoFillBackground(False)
         self.document().setDocumentMargin(2)
@@ -102,6 +111,21 @@ class AutoHeightBrowser(QTextBrowser):
     def resizeEvent(self, event: Any) -> None:  # noqa: N802 - Qt override
         super().resizeEvent(event)
         self._fit()
+
+    def loadResource(self, kind: int, name: QUrl) -> Any:  # noqa: N802 - Qt override
+        """Never the image, style sheet or page named by the answer (F4/P5): a placeholder."""
+        return no_resource(kind)
+
+    def doSetSource(self, name: QUrl, kind: Any = None) -> None:  # noqa: N802 - Qt override
+        """The message is never replaced by a page (``setSource``, backward/forward): nothing happens."""
+
+    @Slot(QUrl)
+    def _link_clicked(self, url: QUrl) -> None:
+        """A link of the message was clicked (or activated with the keyboard): an http(s) link opens in the
+        system's browser; any other target is not opened, only shown as text in a tool tip."""
+        if open_link(url):
+            return
+        QToolTip.showText(QCursor.pos(), refusal_text(url), self)
 
     def sizeHint(self) -> QSize:  # noqa: N802 - Qt override
         return QSize(super().sizeHint().width(), self.height())
