@@ -75,7 +75,8 @@ class ScriptedModel:
 
     @property
     def calls(self) -> int:
-        return self._calls
+        # Kept requests are the count (a test's subclass may record a request of its own); else the counter.
+        return len(self.requests) if self.keep_requests else self._calls
 
     @property
     def remaining(self) -> int:
