@@ -10,11 +10,12 @@ answering in either place is the same call.
 from __future__ import annotations
 
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from workbench.engine.middleware import Question
+from workbench.engine.tool_calls import QuestionChanged, changed_message, question_fingerprint
 from workbench.errors import RunError
 
 if TYPE_CHECKING:
@@ -110,7 +111,9 @@ def collect_pending(store: Store, current: str, drafts: Mapping[str, Mapping[str
                     tasks: Mapping[str, Any] | None = None) -> list[PendingDecision]:
     """Every pending decision in the workspace's store: the current thread's first, then the other
     threads' (newest first), each batch in the order its step asked. Reads only the threads the
-    store lists as interrupted, without their message histories."""
+    store lists as interrupted, without their message histories. ``drafts`` is ``Drafts.all()``:
+    keyed by thread and question fingerprint, so a draft shows only on the very question it was made
+    for (never on a later question that reuses the id, R3/Q2)."""
     out: list[PendingDecision] = []
     threads = store.threads()
     ordered = sorted(threads, key=lambda t: t.id != current)  # stable: newest first otherwise
@@ -127,7 +130,8 @@ def collect_pending(store: Store, current: str, drafts: Mapping[str, Mapping[str
             agent = str(task.agent if task is not None else q.payload.get("agent") or "main")
             out.append(PendingDecision(q, info.id, info.title or "Untitled", asked,
                                        "task" if task is not None else "thread", agent,
-                                       info.id == current, i, len(questions), drafts.get(q.id),
+                                       info.id == current, i, len(questions),
+                                       drafts.get((info.id, question_fingerprint(q))),
                                        task.id if task is not None else None))
     return out
 
@@ -137,37 +141,68 @@ class Drafts:
 
     Leaving the dialog (Esc, closing) or the inbox keeps them; the next opening starts at the first
     undecided question. They are dropped once the run is resumed with them or stops waiting.
+
+    R3/Q: each is kept with the fingerprint of the question it was made for (``question_fingerprint``:
+    id, kind, call and payload — for an approval the tool, its arguments and the run and step that
+    asked). A draft answers only that question: when another process answered the batch and the run
+    asked again under the same id (providers reuse ``call_0``), the draft is dropped, never applied to
+    the new call. A decision recorded with a ``fingerprint`` (the question as the person was shown it)
+    is refused (``QuestionChanged``) when the pending question is no longer that one.
     """
 
     def __init__(self) -> None:
-        self._by_thread: dict[str, dict[str, dict[str, Any]]] = {}
+        self._by_thread: dict[str, dict[str, tuple[str, dict[str, Any]]]] = {}
 
     def record(self, thread_id: str, questions: tuple[Question, ...], question_id: str,
                decision: Mapping[str, Any]) -> None:
-        if question_id not in {q.id for q in questions}:
+        question = next((q for q in questions if q.id == question_id), None)
+        if question is None:
             raise RunError(f"no pending question {question_id!r} on thread {thread_id}: it was answered or "
                            "its run stopped; refresh the decisions")
         d = dict(decision)
+        shown = d.pop("fingerprint", None)
+        fingerprint = question_fingerprint(question)
+        if shown is not None and str(shown) != fingerprint:
+            raise QuestionChanged(changed_message([question]))
         if d.get("decision") not in DECISIONS:
             raise RunError(f"unknown decision {d.get('decision')!r} for {question_id}: use one of "
                            f"{', '.join(DECISIONS)}")
-        self._by_thread.setdefault(thread_id, {})[question_id] = d
+        self._by_thread.setdefault(thread_id, {})[question_id] = (fingerprint, d)
 
     def for_thread(self, thread_id: str, questions: tuple[Question, ...]) -> dict[str, dict[str, Any]]:
-        """The drafts still pending on a thread (drafts for answered questions are dropped)."""
-        ids = {q.id for q in questions}
-        kept = {k: v for k, v in self._by_thread.get(thread_id, {}).items() if k in ids}
+        """The drafts still pending on a thread: those whose question is still the one pending (drafts
+        for answered or changed questions are dropped)."""
+        now = {q.id: question_fingerprint(q) for q in questions}
+        kept = {k: v for k, v in self._by_thread.get(thread_id, {}).items() if now.get(k) == v[0]}
         if kept:
             self._by_thread[thread_id] = dict(kept)
         else:
             self._by_thread.pop(thread_id, None)
-        return {k: dict(v) for k, v in kept.items()}
+        return {k: dict(d) for k, (_fp, d) in kept.items()}
 
-    def all(self) -> dict[str, dict[str, Any]]:
-        return {qid: d for drafts in self._by_thread.values() for qid, d in drafts.items()}
+    def all(self) -> dict[tuple[str, str], dict[str, Any]]:
+        """Every draft, keyed by ``(thread_id, question fingerprint)`` (see ``collect_pending``)."""
+        return {(tid, fp): dict(d) for tid, drafts in self._by_thread.items() for fp, d in drafts.values()}
 
     def clear(self, thread_id: str) -> None:
         self._by_thread.pop(thread_id, None)
+
+
+def bind(decisions: Mapping[str, Any], questions: Sequence[Question]) -> dict[str, Any]:
+    """The decisions (``Session.resume`` format), each carrying the fingerprint of the question it was
+    given for (the one in ``questions``: what the person was shown). ``Session.resume`` then refuses
+    them with ``QuestionChanged`` when the run waits on another question by then (R3/Q)."""
+    by_id = {q.id: q for q in questions}
+    out: dict[str, Any] = {}
+    for qid, decision in decisions.items():
+        q = by_id.get(qid)
+        if q is None:
+            out[qid] = decision
+            continue
+        d = {"decision": decision} if isinstance(decision, str) else dict(decision)
+        d["fingerprint"] = question_fingerprint(q)
+        out[qid] = d
+    return out
 
 
 async def abandon(engine: Engine, thread_id: str, questions: tuple[Question, ...], resume: Any,
@@ -189,5 +224,5 @@ async def abandon(engine: Engine, thread_id: str, questions: tuple[Question, ...
         unsubscribe()
 
 
-__all__ = ["ABANDON_MESSAGE", "Drafts", "PendingDecision", "abandon", "collect_pending", "format_age",
-           "thread_questions"]
+__all__ = ["ABANDON_MESSAGE", "Drafts", "PendingDecision", "QuestionChanged", "abandon", "bind", "changed_message",
+           "collect_pending", "format_age", "question_fingerprint", "thread_questions"]

@@ -92,10 +92,7 @@ async def _drive(
     else:
         pending = session.pending
         if pending:
-            try:
-                decisions = decider.decide_all(pending)
-            except _Suspended:
-                decisions = None
+            decisions = _decide(decider, pending)
             if decisions is None:
                 result = _suspended_result(session, pending)
             else:
@@ -114,15 +111,13 @@ async def _drive(
 
     stopper = _Stopper(session)
     if first is not None:
-        result = await stopper.call(first)
-        while result.status == "interrupted" and result.pending and not stopper.stopped:
-            try:
-                decisions = decider.decide_all(result.pending)
-            except _Suspended:
-                decisions = None
+        result, left = await _asking_again(session, stopper, decider, first)
+        while not left and result.status == "interrupted" and result.pending and not stopper.stopped:
+            decisions = _decide(decider, result.pending)
             if decisions is None:
                 break
-            result = await stopper.call(lambda: session.resume(decisions))
+            answers = decisions
+            result, left = await _asking_again(session, stopper, decider, lambda: session.resume(answers))
     assert result is not None
     # D7: the thread's background tasks — aborted with a run stopped by Ctrl-C, else waited for
     # (their questions answered as --approve says) unless --detach.
@@ -139,6 +134,42 @@ async def _drive(
     output.finish(result, session, hint, waiting)
     code = STATUS_EXIT.get(result.status, EXIT_FAILED)
     return EXIT_INTERRUPTED if waiting and code == EXIT_DONE else code  # a task's own end never changes it
+
+
+def _decide(decider: _Decider, pending: Sequence[Question]) -> dict[str, dict[str, Any]] | None:
+    """The decisions for these questions (None: left pending), each bound to the question it answers
+    (R3/Q: its fingerprint), so a resume applies it only if the run still waits on that very question."""
+    from workbench.decisions import bind
+
+    try:
+        decisions = decider.decide_all(pending)
+    except _Suspended:
+        return None
+    return bind(decisions, pending) if decisions is not None else None
+
+
+async def _asking_again(session: Session, stopper: _Stopper, decider: _Decider,
+                        start: Callable[[], Awaitable[RunResult]]) -> tuple[RunResult, bool]:
+    """Run ``start`` (a run or a resume): its result, and whether the person left the questions pending.
+
+    A resume whose questions changed since they were shown — another process answered them and the run
+    asked again, maybe under the same id — is refused by the engine with nothing run (R3, R7): say so
+    and ask the questions pending now (Ctrl-D or Ctrl-C leaves them pending)."""
+    from workbench.decisions import QuestionChanged
+
+    while True:
+        try:
+            return await stopper.call(start), False
+        except QuestionChanged as e:
+            _err(f"workbench: {e}")
+            pending = session.pending
+            if not pending:
+                raise
+            decisions = _decide(decider, pending)
+            if decisions is None:
+                return _suspended_result(session, pending), True
+            answers = decisions
+            start = lambda: session.resume(answers)  # noqa: E731
 
 
 def _sandbox_line(session: Session) -> str | None:

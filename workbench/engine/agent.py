@@ -29,8 +29,8 @@ from workbench.engine.middleware import AgentMiddleware, Block, HookContext, Que
 from workbench.engine.model_calls import ModelCalls
 from workbench.engine.models.base import Model
 from workbench.engine.runtime import CURRENT_RUN, MESSAGES, _active, _blocked, _has_turn, _last_answer, _Runtime
-from workbench.engine.store import Claim, RunRecord, Store
-from workbench.engine.tool_calls import _UNKNOWN, ToolCalls, _unique_ids
+from workbench.engine.store import Checkpoint, Claim, RunRecord, Store
+from workbench.engine.tool_calls import _UNKNOWN, ToolCalls, _unique_ids, check_bound
 from workbench.engine.tools import Fatal, Tool, ToolOutcome, short_json
 from workbench.engine.usage import Usage
 from workbench.errors import BuildError, ModelError, RunError, ThreadBusyError, WorkbenchError
@@ -42,6 +42,9 @@ log = logging.getLogger(__name__)
 __all__ = ["CURRENT_RUN", "MESSAGES", "Agent", "Engine", "EventListener"]
 
 EventListener = Callable[[Event], None]
+
+CUT_OFF = "the process ended while this run was in flight"
+"""The error of a run whose process died mid-run, closed when the next turn starts (R9)."""
 
 
 @dataclass
@@ -187,8 +190,13 @@ class Engine(ModelCalls, ToolCalls):
                 " resume it first"
             )
         self._check_idle(thread_id)
+        next_seq = self._close_cut_off(thread_id, cp)
+        if next_seq is not None:
+            cp = self.store.latest_checkpoint(thread_id)
         state = self._initial_state(cp.state if cp else None)
         rt = _Runtime(self, thread_id, uuid.uuid4().hex[:12], state, 0, input)
+        if next_seq is not None:
+            rt.next_seq = next_seq  # the cut-off runs' closing events took the numbers before it
         rt.thread_usage = self.store.thread_usage(thread_id)
         if cp is not None and cp.status == "running" and cp.pending.get("phase") == "tools":
             # R9: a new turn after a crash mid-step: the calls that finished keep their journaled results
@@ -201,6 +209,68 @@ class Engine(ModelCalls, ToolCalls):
             self.store.rename_thread(thread_id, _title(input))
         return await self._guard(rt, self._start(rt))
 
+    def _close_cut_off(self, thread_id: str, cp: Checkpoint | None) -> int | None:
+        """R9, R1, G10: before a new turn, end the runs of this thread whose process died in flight.
+
+        This engine holds the thread's claim (R7), so a run still recorded ``running`` (or a ``running``
+        checkpoint) lives nowhere: it was cut off (kill -9, power loss). It ends ``failed`` like any
+        failed run — its record, its cut calls' ``tool_call_finished``, ``run_error`` and ``run_finished`` —
+        so ``runs``, ``show`` and the reloaded transcript say how it ended (never "running" for good, nor
+        the "left waiting" of an earlier suspension). Its last message's calls get their results in the
+        same transaction (R8): those that finished keep their journaled results and writes, a call that
+        started without finishing says it may have taken effect, the others that they did not run.
+        Returns the next event number (None when nothing was cut off)."""
+        records = [r for r in self.store.runs(thread_id) if r.status == "running"]
+        if cp is not None and cp.status == "running" and cp.run_id not in {r.id for r in records}:
+            found = self.store.run(cp.run_id)
+            if found is None or found.status != "done":  # e.g. a recover (record still "failed") killed mid-step
+                records.append(found or RunRecord(cp.run_id, thread_id, "running", "", "", None, Usage(),
+                                                  cp.created, None))
+        next_seq: int | None = None
+        for record in records:
+            own = cp is not None and cp.run_id == record.id and cp.status == "running"
+            rt = _Runtime(self, thread_id, record.id, self._initial_state(cp.state if cp else None),
+                          cp.step if own and cp is not None else 0, record.input)
+            rt.started = record.started
+            if next_seq is not None:
+                rt.next_seq = next_seq
+            usage = sum((u for _, u in self.store.usage_calls(thread_id, record.id)), Usage())
+            closing: list[tuple[str, dict[str, Any]]] = []
+            if own and cp is not None:
+                before = {cid: ToolOutcome(o["status"], o["content"])
+                          for cid, o in (cp.pending.get("completed") or {}).items()}
+                completed = dict(before)
+                if cp.pending.get("phase") == "tools":
+                    self._replay_journal(rt, completed, unknown=_UNKNOWN)
+                messages = rt.messages()
+                at = next((i for i in range(len(messages) - 1, -1, -1) if messages[i].role == "assistant"), None)
+                calls = messages[at].tool_calls if at is not None else ()
+                answered = {m.tool_call_id for m in messages[(at or 0) + 1:] if m.role == "tool"}
+                for call in calls:
+                    outcome = completed.get(call.id)
+                    if call.id in answered or call.id in before or \
+                            (outcome is not None and outcome.content != _UNKNOWN):
+                        continue  # its tool_call_finished is stored already (with its result)
+                    closing.append(("tool_call_finished", {"call_id": call.id, "name": call.name,
+                                                           "status": outcome.status if outcome else "error"}))
+                rt.outcomes = completed
+                self._settle_calls(rt, "error", CUT_OFF, emit=False)
+            closing.append(("run_error", {"error": CUT_OFF}))
+            closing.append(("run_finished", {"status": "failed", "usage": usage.to_dict(), "error": CUT_OFF}))
+            ended = RunRecord(record.id, thread_id, "failed", record.input, "", CUT_OFF, usage, record.started,
+                              time.time())
+            events = [rt.stage(type, **data) for type, data in closing]
+            if own:
+                # one transaction: the settled message, the run record and its closing events (R8)
+                self._checkpoint(rt, "failed", None, ended)
+            else:  # cut off before its first checkpoint: nothing of its turn was committed to settle
+                self.store.append_events(events, claim=rt.claim.token if rt.claim else None)
+                rt.unsaved_events.clear()
+                self.store.save_run(ended)
+            next_seq = rt.next_seq
+            log.info("run %s on thread %s was cut off by its process's end: closed failed", record.id, thread_id)
+        return next_seq
+
     async def _resume(self, thread_id: str, decisions: Mapping[str, Any]) -> RunResult:
         cp = self.store.latest_checkpoint(thread_id)
         if cp is None or cp.status != "interrupted":
@@ -208,6 +278,12 @@ class Engine(ModelCalls, ToolCalls):
         self._check_idle(thread_id)
         questions = [Question.from_dict(q) for q in cp.pending.get("questions", [])]
         normalized = {k: _decision(v) for k, v in decisions.items()}
+        # R3/Q: an answer that names the question it was given for (its fingerprint, as the CLI and the
+        # window send) answers only that question: read here, under the claim, so a question another
+        # process asked meanwhile under the same id (providers reuse call ids) is refused, not answered.
+        bound = {k: str(d.pop("fingerprint")) for k, d in normalized.items() if d.get("fingerprint") is not None}
+        normalized = {k: {f: v for f, v in d.items() if f != "fingerprint"} for k, d in normalized.items()}
+        check_bound(questions, normalized, bound)
         unknown = set(normalized) - {q.id for q in questions}
         if unknown:
             raise RunError(f"no pending question with id {', '.join(sorted(unknown))} on thread {thread_id}")

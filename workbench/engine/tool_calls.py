@@ -9,6 +9,7 @@ give every call a result when a run ends between a message and its results.
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import json
 import logging
 from collections.abc import Callable, Mapping, Sequence
@@ -18,7 +19,15 @@ from workbench.engine.frozen import freeze
 from workbench.engine.messages import Message, ToolCall, edit_note
 from workbench.engine.middleware import AgentMiddleware, Question, RunResult, Suspend, ToolContext
 from workbench.engine.runtime import CURRENT_RUN, MESSAGES, _active, _Runtime
-from workbench.engine.tools import Fatal, NeedsApproval, Tool, ToolOutcome, inner_question_id, validate_call
+from workbench.engine.tools import (
+    Fatal,
+    NeedsApproval,
+    Tool,
+    ToolOutcome,
+    inner_question_id,
+    short_json,
+    validate_call,
+)
 from workbench.errors import RunError, WorkbenchError
 
 if TYPE_CHECKING:
@@ -26,6 +35,59 @@ if TYPE_CHECKING:
     from workbench.engine.store import Store
 
 log = logging.getLogger(__name__)
+
+class QuestionChanged(RunError):
+    """R3/Q: a decision was given for a question that is no longer the one pending (another process
+    answered it and the run asked again, maybe reusing the question id). Nothing ran; the run stays
+    suspended and its current questions must be answered again."""
+
+
+def question_fingerprint(question: Question | Mapping[str, Any]) -> str:
+    """What binds a decision to the exact question it answers (R3, Q): a hash of the question's id,
+    kind, call id and whole payload — for a tool approval the tool, its arguments, the reason and the
+    run and step that asked (``asked_in``), so a later step's call that reuses the id (providers number
+    calls ``call_0`` per message) never matches. The same for the question read back from the store and
+    the one the run returned; clients send it with each answer (``{"decision": …, "fingerprint": …}``)."""
+    d = question.to_dict() if isinstance(question, Question) else dict(question)
+    body = {"id": d.get("id"), "kind": d.get("kind"), "call_id": d.get("call_id"), "payload": d.get("payload") or {}}
+    # Through JSON once: what the store gives back (lists for tuples, string keys) hashes the same.
+    canonical = json.dumps(json.loads(json.dumps(body, default=str)), sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(canonical.encode("ascii")).hexdigest()[:20]
+
+
+def describe_question(question: Question) -> str:
+    """``approval-call_0 (execute {"command": "touch PWNED"})``: a question in one line, for errors."""
+    p = question.payload
+    if question.kind == "tool_approval":
+        what = f"{p.get('tool') or 'a tool'} {short_json(p.get('arguments') or {}, 160)}"
+    else:
+        what = f"{question.kind} {short_json({k: v for k, v in p.items() if k != 'asked_in'}, 160)}"
+    return f"{question.id} ({what})"
+
+
+def changed_message(changed: Sequence[Question], new: Sequence[Question] = (), gone: Sequence[str] = ()) -> str:
+    """"the question changed since it was shown: …" — what is asked now, and that nothing ran."""
+    parts = [f"{describe_question(q)} is asked now" for q in changed]
+    parts += [f"{describe_question(q)} was not shown" for q in new]
+    parts += [f"{qid} is no longer asked" for qid in gone]
+    return ("the question changed since it was shown: " + "; ".join(parts)
+            + ". Nothing was run: answer the run's questions as they are now")
+
+
+def check_bound(questions: Sequence[Question], decisions: Mapping[str, Any], bound: Mapping[str, str]) -> None:
+    """R3/Q: refuse decisions given for questions other than the pending ones (QuestionChanged). ``bound``:
+    the fingerprint each answer was given for (only answers that carry one are checked by it; once any
+    answer carries one, a pending question left unanswered or an answer for one that is gone means the
+    person was shown another batch)."""
+    if not bound:
+        return
+    ids = {q.id for q in questions}
+    changed = [q for q in questions if q.id in bound and bound[q.id] != question_fingerprint(q)]
+    new = [q for q in questions if q.id not in decisions]
+    gone = sorted(set(decisions) - ids)
+    if changed or new or gone:
+        raise QuestionChanged(changed_message(changed, new, gone))
+
 
 _UNKNOWN = ("Not finished: the process running this call stopped before it returned, so it may or may not have "
             "taken effect. Check before trying it again.")
@@ -170,7 +232,10 @@ class ToolCalls:
                     "rejected", "Rejected: the user already rejected this exact call in this run. Do not retry it."),
                     edited)
             payload = {"tool": call.name, "arguments": call.arguments or {}, "reason": outcome.reason,
-                       "rule": outcome.rule}
+                       "rule": outcome.rule,
+                       # R3/Q: which run and step asked, so the question's fingerprint (what an answer is
+                       # bound to) differs from a later step's call that reuses the id and arguments
+                       "asked_in": {"run": rt.run_id, "step": rt.step}}
             if outcome.always:  # Q3: what "Always" would save, so the dialog can show its scope
                 payload["always"] = list(outcome.always)
             for key, value in outcome.details.items():  # E2: a command's folder, sandbox, rule proposals

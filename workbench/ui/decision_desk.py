@@ -119,20 +119,39 @@ class DecisionDesk(QObject):
         stop, self._stop_for = self._stop_for, None
         if stop is not None and stop == (session.thread_id, frozenset(q.id for q in pending)):
             return STOP_RUN  # only for the very questions the person stopped, never a later run's
-        drafts = session.decided()
-        if all(q.id in drafts for q in pending):
-            return drafts
-        self.waiting = True
-        try:
-            return await ask_decisions(self.window, pending, session.backend.read, decided=drafts,
-                                       on_decided=self._recorded, compact=session.compact)
-        finally:
-            self.waiting = False
+        while True:
+            # R3/Q: drafts are kept per question fingerprint (a draft made for an earlier question that
+            # shared the id is gone), and every decision goes back bound to the question it was made
+            # for: the resume is refused if the run waits on another one by then.
+            drafts = session.decided()
+            if all(q.id in drafts for q in pending):
+                return bind(drafts, pending)
+            self.waiting = True
+            try:
+                decisions = await ask_decisions(self.window, pending, session.backend.read, decided=drafts,
+                                                on_decided=lambda qid, d, shown=tuple(pending): self._recorded(
+                                                    qid, d, shown),
+                                                compact=session.compact)
+            finally:
+                self.waiting = False
+            if not isinstance(decisions, dict):
+                return decisions
+            now = session.pending
+            if [question_fingerprint(q) for q in now] == [question_fingerprint(q) for q in pending]:
+                return bind(decisions, pending)
+            # Answered or asked again elsewhere while the dialog was up: what was decided answers
+            # questions the run no longer asks. Say so and ask what it waits on now.
+            changed = [q for q in now if question_fingerprint(q) not in {question_fingerprint(p) for p in pending}]
+            self.window.status.showMessage(changed_message(changed) if changed else
+                                           "The questions changed since they were shown; asking again.", 10000)
+            if not now:
+                return None
+            pending = list(now)
 
-    def _recorded(self, question_id: str, decision: dict[str, Any]) -> None:
+    def _recorded(self, question_id: str, decision: dict[str, Any], shown: tuple[Question, ...] = ()) -> None:
         session = self.session
         if session is not None:
-            session.record_decision(question_id, decision)
+            session.record_decision(question_id, bind({question_id: decision}, shown)[question_id])
         self.refresh_soon()
 
     # -- answering (the inbox) ------------------------------------------------------------------------
@@ -140,12 +159,13 @@ class DecisionDesk(QObject):
         """Record one decision from the inbox; the run resumes once its batch is decided (Q1, Q2)."""
         session = self.session
         if session is not None and item.source == "task" and item.task_id:
-            self._record_task_decision(session, item.task_id, item.thread_id, item.id, decision)
+            self._record_task_decision(session, item.task_id, item.thread_id, item.id,
+                                       bind({item.id: decision}, [item.question])[item.id])
             return
         if session is None or not await self._bring(item):
             return
-        try:
-            session.record_decision(item.id, decision)
+        try:  # R3/Q: bound to the question the row shows; refused if the run asks another one now
+            session.record_decision(item.id, bind({item.id: decision}, [item.question])[item.id])
         except WorkbenchError:
             self.refresh()  # a stale row (answered elsewhere, or its run stopped): show what waits now
             raise  # the error bar says which question and what to do
@@ -236,8 +256,10 @@ class DecisionDesk(QObject):
                      for i in items]
         thread = task.child_thread
 
+        shown = [i.question for i in items]  # as stored: what the drafts are bound to (R3/Q)
+
         def recorded(question_id: str, decision: dict[str, Any]) -> None:
-            session.record_decision(question_id, decision, thread_id=thread)
+            session.record_decision(question_id, bind({question_id: decision}, shown)[question_id], thread_id=thread)
             self.refresh_soon()
 
         decisions = await ask_decisions(self.window, questions, session.backend.read,
@@ -340,6 +362,26 @@ class DecisionDesk(QObject):
                 box.reject()
             except RuntimeError:
                 pass
+
+
+def bind(decisions: dict[str, Any], questions: Any) -> dict[str, Any]:
+    """``workbench.decisions.bind`` (R3/Q: each decision names the question it answers), imported on use:
+    the window's startup stays light."""
+    from workbench.decisions import bind as bind_decisions
+
+    return bind_decisions(decisions, questions)
+
+
+def question_fingerprint(question: Question) -> str:
+    from workbench.decisions import question_fingerprint as fingerprint
+
+    return fingerprint(question)
+
+
+def changed_message(changed: list[Question]) -> str:
+    from workbench.decisions import changed_message as message
+
+    return message(changed)
 
 
 __all__ = ["DecisionDesk"]
