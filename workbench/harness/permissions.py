@@ -14,9 +14,11 @@ workspace): they are judged together, so a user allow never beats a workspace de
 3. a configured ``ask`` rule → ``NeedsApproval`` (unless the call was approved);
 4. a configured ``allow`` rule → allowed;
 5. otherwise the ``default`` — except where it would only be noise (P1: "ask out of the box for
-   writes and for tools that change the outside world"): invoking a read-only tool
-   (``changes_outside=False``) or a tool whose call names a path is allowed, leaving the decision to
-   the path's read/write resource; and under the ``ask`` default, reads are allowed.
+   writes and for tools that change the outside world"): invoking a tool whose call names a path is
+   allowed, leaving the decision to the path's read/write resource; invoking one of the workbench's own
+   read-only tools (``changes_outside=False``) is allowed; an MCP tool its *server* labels read-only
+   (``server_labelled``) is allowed only instead of the ``ask`` default (X2), never under ``deny`` —
+   the server's label is its own claim; and under the ``ask`` default, reads are allowed.
 
 Patterns: paths are globs over normalized virtual paths (``**`` any depth, ``*`` and ``?`` within one
 segment, ``[abc]`` classes; a pattern without a leading ``/`` matches at any depth); tool patterns are
@@ -83,6 +85,7 @@ __all__ = [
     "match_path",
     "match_tool",
     "rule_matches",
+    "server_labelled",
 ]
 
 log = logging.getLogger(__name__)
@@ -236,6 +239,19 @@ class Verdict:
     by_default: bool = False
 
 
+def server_labelled(tool: Tool) -> bool:
+    """Whether ``tool``'s ``changes_outside`` is a claim from outside the workbench: an MCP server's tool,
+    read-only because the server annotates it so (``readOnlyHint``, X2) — named ``mcp__<server>__<tool>``
+    and owned by the MCP middleware (``harness/mcp.py``). Such a label spares the tool the default
+    ``ask`` (X2) but is never an allow under a ``deny`` default (P1: the default applies to calls no
+    rule matches): a server cannot lift its tools past the person's deny-by-default by labelling them.
+    The workbench's own tools (files, todos, artifacts, the task tools) are labelled in its own code."""
+    if tool.name.startswith("mcp__"):
+        return True
+    owner = type(tool.owner).__module__ if tool.owner is not None else ""
+    return owner == "workbench.harness.mcp" or owner.startswith("workbench.harness.mcp_")
+
+
 def _rule_seal_parts(rule: PermissionRule) -> tuple[str, ...]:
     return (SESSION_KEY, rule.effect, rule.action, rule.pattern)
 
@@ -321,6 +337,24 @@ class PermissionsMiddleware(AgentMiddleware):
         # with the configured rules.
         self.session_added: list[PermissionRule] = []
 
+    def follow(self, parent: PermissionsMiddleware) -> None:
+        """Judge by ``parent``'s rules from now on, live: a sub-agent's permissions (D, P1, Q3).
+
+        The rule lists are the parent's own list objects, not copies: a rule the person saves later —
+        with the rule builder (``rule_proposal.save_rule``: for this session, to workbench.yaml or to the
+        user's permissions.yaml) or with an "Always" answer for the project or the user — binds the
+        sub-agent at its next call exactly as it binds the parent, and a sub-agent's own "Always" saved to
+        a file binds the parent too. So a sub-agent is never judged more permissively than its parent.
+        What stays the sub-agent's own: the "always" session rules of its thread's state (sealed, per
+        thread: ``state_session_rules``) and its approvals waiting for their call (``_always``).
+        """
+        self.rules = parent.rules
+        self.user_rules = parent.user_rules
+        self.session_added = parent.session_added
+        self.default = parent.default
+        self.project_config = parent.project_config
+        self.user_config = parent.user_config
+
     @classmethod
     def from_config(cls, config: Any, *, project_config: Path | None = None,
                     user_config: Path | None = None) -> PermissionsMiddleware:
@@ -374,7 +408,8 @@ class PermissionsMiddleware(AgentMiddleware):
             for r in matching:
                 if r.effect == effect:
                     return Verdict(action, target, effect, f"{label} matches '{r}'{self._where(r)}", str(r))
-        if action == "invoke" and tool is not None and (has_paths or not tool.changes_outside):
+        if action == "invoke" and tool is not None and (
+                has_paths or (not tool.changes_outside and (self.default == "ask" or not server_labelled(tool)))):
             why = "its paths decide" if has_paths else "read-only tool"
             return Verdict(action, target, "allow", f"{label}: allow ({why})", None, True)
         effect = self.default
