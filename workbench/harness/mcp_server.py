@@ -18,7 +18,11 @@ A stdio server's process is the workbench's own transport (``_stdio``), not the 
 pid, reads stderr into the log tail the Servers panel shows, skips a line on stdout that is not
 JSON-RPC (a banner, a stray print) noting it in the log instead of failing, sees EOF on stdout as the
 server gone, and stops it by closing stdin, then SIGTERM and SIGKILL to its whole process group — so no
-grandchild (``npx`` → ``node``) outlives the session.
+grandchild (``npx`` → ``node``) outlives the session. Everything a server sends is untrusted input: its
+lines are split in linear time, one message is at most MAX_MESSAGE_BYTES (a longer one — or an endless
+line — is dropped, the calls in flight fail saying so and the server is restarted), and an answer the
+SDK's strict parser rejects although it is JSON (a lone surrogate escape, ``"\ud800"``) is read with the
+surrogate replaced (R10), or, if it is still no valid answer, fails its call at once (never a timeout).
 """
 
 from __future__ import annotations
@@ -43,7 +47,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-__all__ = ["LOG_LINES", "STATUSES", "signal_group"]
+__all__ = ["LOG_LINES", "MAX_MESSAGE_BYTES", "STATUSES", "signal_group"]
 
 STATUSES = ("starting", "ready", "failed", "stopped")
 LOG_LINES = 200
@@ -59,7 +63,21 @@ MAX_START_FAILURES = 5
 STOP_GRACE = 2.0
 """Seconds a server gets after its stdin closes, and again after SIGTERM, before SIGKILL."""
 LOG_PUBLISH_SECONDS = 0.5
-"""At most this often a server's stderr alone tells the listeners (the panel's log tail) of a change."""
+"""At most this often a server's log alone (its stderr, the workbench's notes) tells the listeners (the
+panel's log tail) of a change; the snapshot (``info``) has every line at once."""
+MAX_MESSAGE_BYTES = 32 * 1024 * 1024
+"""Bytes one message from a stdio server (one line of JSON-RPC) may take. Room for any real answer — a
+20 MB image in base64 is 27 MB — while the model gets at most ``compression.max_tool_response_chars`` of
+it anyway; a message is held a few times over while it is read (bytes, text, parsed: about five times its
+size at the peak), so this bounds the workbench's memory for one answer to some 160 MB and its reading to
+a fraction of a second (linear time: 31 MB in 0.2 s here). A longer line
+(or one that never ends) is dropped as soon as it passes the limit, noted in the server's log, the calls
+in flight fail naming the server and the size, and the server is restarted (its usual backoff)."""
+MAX_STDERR_LINE_BYTES = 64 * 1024
+"""Bytes of one stderr line kept (the log shows MAX_LINE_CHARS of it); the rest, to its newline, is skipped."""
+INVALID_ANSWER = -32099
+"""The JSON-RPC error code the transport answers a call with when the server's answer to it was JSON but
+no valid MCP message (so the call fails at once, with that reason, instead of waiting out tool_timeout)."""
 
 
 # ------------------------------------------------------------------------------------------ one server
@@ -106,6 +124,9 @@ class Server:
         self._restart = False
         self._exit_code: int | None = None
         self._secrets: tuple[str, ...] = ()
+        self._too_long: int | None = None  # bytes of a message over MAX_MESSAGE_BYTES that ended this lifetime
+        self._shown = 0.0  # when the log last told the listeners (LOG_PUBLISH_SECONDS)
+        self._show_later: asyncio.TimerHandle | None = None
 
     # -- state, seen from outside ----------------------------------------------------------------------
     def _make_info(self) -> McpServerInfo:
@@ -128,11 +149,28 @@ class Server:
         self._publish()
 
     def note(self, line: str) -> None:
-        """A line in the server's log (stderr, or what the workbench noticed), secrets scrubbed."""
+        """A line in the server's log (stderr, or what the workbench noticed), secrets scrubbed: in the
+        snapshot (``info``: the Servers panel, ``workbench mcp``) at once, the listeners told at most every
+        LOG_PUBLISH_SECONDS (X5)."""
         from workbench.redact import scrub
 
-        line = scrub(line.rstrip("\r\n"), *self._secrets)
+        line = scrub(line[: 4 * MAX_LINE_CHARS].rstrip("\r\n"), *self._secrets)  # a 30 MB line is not scanned
         self.log.append(line if len(line) <= MAX_LINE_CHARS else line[: MAX_LINE_CHARS - 1] + "…")
+        self.info = self._make_info()
+        now = time.monotonic()
+        if now - self._shown >= LOG_PUBLISH_SECONDS:
+            self._shown = now
+            self.m._changed(self.name)
+        elif self._show_later is None:  # the last line of a burst is told too, a moment later
+            with contextlib.suppress(RuntimeError):
+                self._show_later = asyncio.get_running_loop().call_later(
+                    LOG_PUBLISH_SECONDS - (now - self._shown), self._show_log)
+
+    def _show_log(self) -> None:
+        self._show_later = None
+        self._shown = time.monotonic()
+        self.info = self._make_info()
+        self.m._changed(self.name)
 
     def _fail(self, error: str) -> None:
         from workbench.redact import scrub
@@ -194,6 +232,7 @@ class Server:
         self._set("starting", retry_at=None, pid=None)  # the last error stays in sight until it is ready
         self._exit_code = None
         self._disconnected = None
+        self._too_long = None
         ready = False
         cfg = self.config
         queue: asyncio.Queue[_Call] = asyncio.Queue()
@@ -219,6 +258,8 @@ class Server:
                 return ready
             if not ready and scope.cancelled_caught:
                 pass  # _timed_out said so already
+            elif self._too_long is not None:
+                self._fail(self._too_long_text())
             elif ready:
                 self._fail(f"the server stopped{self._code()}{self._last_words()}")
             else:
@@ -229,7 +270,7 @@ class Server:
             if isinstance(e, (KeyboardInterrupt, SystemExit)):
                 raise
             if not (self._stopping or self._restart):
-                self._fail(self._describe(e, ready))
+                self._fail(self._too_long_text() if self._too_long is not None else self._describe(e, ready))
         finally:
             if timer is not None:
                 timer.cancel()
@@ -299,7 +340,13 @@ class Server:
             cursor = page.next_cursor
             if not cursor:
                 break
-        return tool_infos(self.name, listed)
+        tools = tool_infos(self.name, listed)
+        before = {(t.tool, t.note, t.problem) for t in self.tools}
+        for t in tools:  # X5: why a tool is offered changed or not at all, in the log (once per change)
+            if (t.note or t.problem) and (t.tool, t.note, t.problem) not in before:
+                what = f" is not offered: {t.problem}" if t.problem else f": {t.note}"
+                self.note(f"[workbench] tool {one_line(t.tool, 80)!r}{what}")
+        return tools
 
     async def _serve(self, client: Any, queue: asyncio.Queue[_Call]) -> None:
         """Run calls until the server goes away or the lifetime is cancelled."""
@@ -343,6 +390,9 @@ class Server:
                 except MCPError as e:
                     if self._gone():
                         fut.set_exception(McpCallError(self._crashed()))
+                    elif e.code == INVALID_ANSWER:
+                        fut.set_exception(McpCallError(f"MCP server {self.name!r} sent an answer that is not valid "
+                                                       f"MCP: {one_line(e.message)}"))
                     else:
                         fut.set_exception(McpCallError(f"MCP server {self.name!r} refused the call: {one_line(str(e))}"))
                 else:
@@ -359,6 +409,8 @@ class Server:
         return self._disconnected is not None and self._disconnected.is_set()
 
     def _crashed(self) -> str:
+        if self._too_long is not None:
+            return f"{self._too_long_text()}. It is restarted; call again once it is back (asking for less)"
         return (f"the MCP server {self.name!r} stopped during the call{self._code()}{self._last_words()}. "
                 "It is restarted; call again once it is back")
 
@@ -370,6 +422,11 @@ class Server:
         if self.retry_at is not None:
             when = f"; it restarts in {max(0.0, self.retry_at - time.time()):.0f} s"
         return f"MCP server {self.name!r} is not running ({self.status}{why}){when}"
+
+    def _too_long_text(self) -> str:
+        return (f"MCP server {self.name!r} sent a message of {self._too_long or 0:,} bytes or more, over the "
+                f"limit of {MAX_MESSAGE_BYTES:,} bytes ({MAX_MESSAGE_BYTES / 2**20:g} MB) for one message: it was "
+                "dropped, so the call it answered has no result, and the server was stopped")
 
     def _code(self) -> str:
         return f" (exit code {self._exit_code})" if self._exit_code is not None else ""
@@ -477,36 +534,33 @@ class Server:
         write_send, write_recv = anyio.create_memory_object_stream[Any](0)
         disconnected = self._disconnected = anyio.Event()
 
-        async def lines(stream: Any) -> AsyncIterator[str]:
-            buffer = b""
-            while True:
-                try:
-                    chunk = await stream.receive()
-                except (anyio.EndOfStream, anyio.ClosedResourceError, anyio.BrokenResourceError, OSError):
-                    break
-                buffer += chunk
-                *done, buffer = buffer.split(b"\n")
-                for raw in done:
-                    yield raw.decode("utf-8", "replace")
-            if buffer:
-                yield buffer.decode("utf-8", "replace")
-
         async def stdout_reader() -> None:
             try:
-                async with read_send:
-                    async for line in lines(process.stdout):
+                async with read_send, contextlib.aclosing(_lines(process.stdout, MAX_MESSAGE_BYTES)) as lines:
+                    async for line in lines:
+                        if isinstance(line, _TooLong):
+                            self._too_long = line.size
+                            self.note(f"[workbench] stdout: a message of {line.size:,} bytes or more (over the "
+                                      f"{MAX_MESSAGE_BYTES:,}-byte limit) was dropped and the server stopped; it "
+                                      f"began: {line.text()}")
+                            break  # the connection ends: the calls in flight fail, the server restarts
                         if not line.strip():
                             continue
                         try:
                             message = types.jsonrpc_message_adapter.validate_json(line, by_name=False)
                         except ValueError:
-                            self.note(f"[workbench] stdout, not JSON-RPC (ignored): {line.strip()}")
-                            continue
+                            message = self._salvage(line)
+                            if message is None:
+                                continue
                         await read_send.send(SessionMessage(message))
             except (anyio.ClosedResourceError, anyio.BrokenResourceError):
                 pass
             finally:
                 disconnected.set()
+            if self._too_long is not None:  # read on (thrown away) until the process is stopped: its pipe
+                with contextlib.suppress(Exception):  # then ends at EOF, nothing is left unread
+                    while True:
+                        await process.stdout.receive()
 
         async def stdin_writer() -> None:
             try:
@@ -519,16 +573,12 @@ class Server:
                 await read_send.aclose()
 
         async def stderr_reader() -> None:
-            shown = 0.0
-            async for line in lines(process.stderr):
-                if line.strip():
-                    self.note(line)
-                    now = time.monotonic()
-                    if now - shown >= LOG_PUBLISH_SECONDS:  # the panel's log tail, without an event per line
-                        shown = now
-                        self._publish()
-                    else:
-                        self.info = self._make_info()
+            async with contextlib.aclosing(_lines(process.stderr, MAX_STDERR_LINE_BYTES)) as lines:
+                async for line in lines:
+                    if isinstance(line, _TooLong):
+                        self.note(f"{line.text()} [workbench: a stderr line of {line.size:,} bytes or more, cut]")
+                    elif line.strip():
+                        self.note(line)
 
         async with anyio.create_task_group() as tg:
             tg.start_soon(stdout_reader)
@@ -542,6 +592,38 @@ class Server:
                     for s in (read_recv, write_send):
                         await s.aclose()
                 tg.cancel_scope.cancel()
+
+    def _salvage(self, line: str) -> Any:
+        """A stdout line the SDK's parser rejected: the JSON-RPC message it still is, or None (noted).
+        Python's JSON reader takes what RFC 8259 allows and pydantic's does not (``"\ud800"``, a lone
+        surrogate escape): such a message is read with every lone surrogate replaced by U+FFFD (R10). JSON
+        that is no valid message but answers a request becomes an error answer to it (INVALID_ANSWER),
+        so that call fails now with the reason, not at tool_timeout."""
+        import mcp_types as types
+        from pydantic import ValidationError
+
+        from workbench.engine.messages import clean_value
+
+        def no_constant(name: str) -> Any:
+            raise ValueError(f"{name} is not JSON")
+
+        try:
+            value = clean_value(json.loads(line, parse_constant=no_constant))
+        except (ValueError, RecursionError):
+            self.note(f"[workbench] stdout, not JSON-RPC (ignored): {line.strip()}")
+            return None
+        try:
+            return types.jsonrpc_message_adapter.validate_python(value, by_name=False)
+        except (ValidationError, ValueError) as e:
+            why = one_line(str(e).splitlines()[0] if str(e) else type(e).__name__, 200)
+            if isinstance(value, dict) and isinstance(value.get("id"), (int, str)) and not isinstance(
+                    value.get("id"), bool) and ("result" in value or "error" in value):
+                self.note(f"[workbench] stdout: the answer to request {one_line(str(value['id']), 40)} is not valid "
+                          f"MCP ({why}); its call fails: {line.strip()}")
+                return types.JSONRPCError(jsonrpc="2.0", id=value["id"], error=types.ErrorData(
+                    code=INVALID_ANSWER, message=f"its answer is not a valid JSON-RPC message ({why})"))
+            self.note(f"[workbench] stdout, not JSON-RPC (ignored): {line.strip()}")
+            return None
 
     async def _stop_process(self, process: Any) -> None:
         """Close stdin, wait; SIGTERM then SIGKILL the whole process group (grandchildren too)."""
@@ -562,6 +644,65 @@ class Server:
             with contextlib.suppress(Exception):
                 await stream.aclose()
         await anyio.lowlevel.checkpoint()
+
+
+@dataclass(frozen=True)
+class _TooLong:
+    """A line over its limit, in place of its text: the bytes read of it when it passed the limit (it may
+    go on) and its first bytes."""
+
+    size: int
+    head: bytes
+
+    def text(self) -> str:
+        return one_line(self.head.decode("utf-8", "replace"), 120)
+
+
+async def _lines(stream: Any, limit: int) -> AsyncIterator[str | _TooLong]:
+    """The lines of a byte stream, decoded (undecodable bytes replaced), without their newlines; the
+    last one even without its newline. Linear time and memory: each chunk is searched for newlines once,
+    from where the last search ended, and a line's pieces are joined once (F3). A line of more than
+    ``limit`` bytes is not kept: a ``_TooLong`` stands for it the moment it passes the limit — an endless
+    line included — and the rest of it, to its newline, is read and thrown away."""
+    import anyio
+
+    pieces: list[bytes] = []
+    size = 0
+    skipping = False
+    while True:
+        try:
+            chunk = await stream.receive()
+        except (anyio.EndOfStream, anyio.ClosedResourceError, anyio.BrokenResourceError, OSError):
+            break
+        start = 0
+        while True:
+            end = chunk.find(b"\n", start)
+            part = chunk[start:] if end < 0 else chunk[start:end]
+            if not skipping and part:
+                if size + len(part) > limit:
+                    too_long = _TooLong(size + len(part), (pieces[0] if pieces else part)[:400])
+                    pieces, size, skipping = [], 0, True
+                    yield too_long
+                else:
+                    pieces.append(part)
+                    size += len(part)
+            if end < 0:
+                break
+            if skipping:
+                skipping = False
+            else:
+                yield _joined(pieces)
+            pieces, size = [], 0
+            start = end + 1
+    if pieces and not skipping:
+        yield _joined(pieces)
+
+
+def _joined(pieces: list[bytes]) -> str:
+    """The pieces as one text; the list is emptied (a long line is not held twice while it is read)."""
+    data = b"".join(pieces)
+    pieces.clear()
+    return data.decode("utf-8", "replace")
 
 
 async def _exited(process: Any, timeout: float) -> bool:

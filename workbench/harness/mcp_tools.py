@@ -17,11 +17,25 @@ from typing import Any
 
 from workbench.errors import ToolError
 
-__all__ = ["NAME_RE", "McpCallError", "McpResult", "McpServerInfo", "McpToolInfo", "decoded_size", "offered_names",
-           "one_line", "result_of", "tool_infos"]
+__all__ = ["MAX_SCHEMA_CHARS", "NAME_RE", "McpCallError", "McpResult", "McpServerInfo", "McpToolInfo", "decoded_size",
+           "offered_names", "one_line", "result_of", "tool_infos", "trimmed_schema"]
 
 MAX_DESCRIPTION_CHARS = 4000
 """A tool's description is cut here: a server's essay must not crowd the prompt."""
+MAX_SCHEMA_CHARS = 16_000
+"""A tool's input schema, as JSON, may be this long (about 4,000 tokens, four descriptions' worth: a
+real tool's schema with a few dozen documented parameters takes 1–10 K). It goes to the model with every
+request, so a longer one is trimmed (``trimmed_schema``); one still too long is not offered (X2)."""
+MAX_SCHEMA_DESCRIPTION_CHARS = 500
+"""In a schema over MAX_SCHEMA_CHARS, each ``description`` and ``title`` is cut here."""
+_SCHEMA_MAPS = frozenset({"properties", "patternProperties", "$defs", "definitions", "dependentSchemas",
+                          "dependencies"})
+"""Schema keywords whose value maps names (a property's, a definition's) to schemas."""
+_SCHEMA_DATA = frozenset({"default", "const", "enum", "required", "dependentRequired"})
+"""Schema keywords whose value is data (names, values the arguments are checked against or filled
+from): kept whole."""
+_SCHEMA_DROPPED = frozenset({"examples", "$comment"})
+"""Annotation keywords a trimmed schema does without (they never change what is valid)."""
 NAME_RE = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
 """A tool name every provider accepts (OpenAI's rule, the strictest)."""
 
@@ -35,7 +49,8 @@ class McpCallError(ToolError):
 class McpToolInfo:
     """One tool of a server, as offered: ``name`` is ``mcp__<server>__<tool>`` (sanitised, see
     ``offered_names``), ``tool`` the server's own name. ``enabled`` is the person's switch (off = not
-    offered); ``problem`` says why it cannot be offered at all (an input schema that is not JSON Schema)."""
+    offered); ``problem`` says why it cannot be offered at all (an input schema that is not JSON Schema,
+    or one too long even trimmed); ``note`` what was changed to offer it (its schema trimmed)."""
 
     server: str
     name: str
@@ -46,6 +61,7 @@ class McpToolInfo:
     destructive: bool = False
     enabled: bool = True
     problem: str | None = None
+    note: str | None = None  # what the workbench changed in what the server gave (a schema trimmed)
 
     @property
     def offered(self) -> bool:
@@ -131,6 +147,54 @@ def _schema(raw: Any) -> tuple[dict[str, Any], str | None]:
     return schema, None
 
 
+def _cut(text: str, limit: int) -> str:
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def _trim(node: Any) -> Any:
+    """A schema with every ``description``/``title`` cut to MAX_SCHEMA_DESCRIPTION_CHARS and its
+    ``examples``/``$comment`` left out, at every depth; what it accepts is unchanged (names of properties
+    and definitions, and data such as ``enum``, are never touched)."""
+    if isinstance(node, list):
+        return [_trim(v) for v in node]
+    if not isinstance(node, Mapping):
+        return node
+    out: dict[str, Any] = {}
+    for key, value in node.items():
+        if key in _SCHEMA_DROPPED:
+            continue
+        if key in ("description", "title") and isinstance(value, str):
+            out[key] = _cut(value, MAX_SCHEMA_DESCRIPTION_CHARS)
+        elif key in _SCHEMA_MAPS and isinstance(value, Mapping):
+            out[key] = {name: _trim(sub) for name, sub in value.items()}
+        elif key in _SCHEMA_DATA:
+            out[key] = value
+        else:
+            out[key] = _trim(value)
+    return out
+
+
+def _size(schema: Any) -> int:
+    return len(json.dumps(schema, ensure_ascii=False, separators=(",", ":"), default=str))
+
+
+def trimmed_schema(schema: dict[str, Any]) -> tuple[dict[str, Any], str | None, str | None]:
+    """X2, the prompt's budget: ``(schema, note, problem)``. A schema up to MAX_SCHEMA_CHARS (as compact
+    JSON) is kept as it is; a longer one is offered trimmed (``_trim``) with a note saying so, or, if
+    still too long, not at all (the problem says why). Both are shown in the Servers panel."""
+    size = _size(schema)
+    if size <= MAX_SCHEMA_CHARS:
+        return schema, None, None
+    trimmed = _trim(schema)
+    cut = _size(trimmed)
+    if cut > MAX_SCHEMA_CHARS:
+        return schema, None, (f"its input schema is {size:,} characters, over the {MAX_SCHEMA_CHARS:,}-character "
+                              f"limit of one tool's schema even with its descriptions cut ({cut:,})")
+    return trimmed, (f"its input schema ({size:,} characters) is over the {MAX_SCHEMA_CHARS:,}-character limit "
+                     f"of one tool's schema: it is offered with each description cut to "
+                     f"{MAX_SCHEMA_DESCRIPTION_CHARS} characters and no examples ({cut:,} characters)"), None
+
+
 def one_line(text: str, limit: int = 300) -> str:
     text = " ".join(str(text).split())
     return text if len(text) <= limit else text[: limit - 1] + "…"
@@ -141,13 +205,15 @@ def tool_infos(server: str, listed: list[Any]) -> tuple[McpToolInfo, ...]:
     out = []
     for t in listed:
         schema, problem = _schema(getattr(t, "input_schema", None))
+        note = None
+        if problem is None:
+            schema, note, problem = trimmed_schema(schema)
         ann = getattr(t, "annotations", None)
         desc = (getattr(t, "description", None) or getattr(t, "title", None) or "").strip()
-        if len(desc) > MAX_DESCRIPTION_CHARS:
-            desc = desc[: MAX_DESCRIPTION_CHARS - 1] + "…"
+        desc = _cut(desc, MAX_DESCRIPTION_CHARS)
         out.append(McpToolInfo(server, names[t.name], t.name, desc or f"The {t.name} tool of MCP server {server}.",
                                schema, bool(getattr(ann, "read_only_hint", False)),
-                               bool(getattr(ann, "destructive_hint", False)), True, problem))
+                               bool(getattr(ann, "destructive_hint", False)), True, problem, note))
     return tuple(sorted(out, key=lambda i: i.name))
 
 
