@@ -38,6 +38,9 @@ written on behalf of the stack's ``BudgetMiddleware``, and are no-ops without on
 - ``add_to_counter(ctx, name, amount=1)`` adds to a custom counter (run and thread totals).
 - ``record_subagent_usage(ctx, usage)`` adds a sub-agent's usage (not already in ``ctx.usage``) to the
   run's, so it counts toward run and session budgets (B4).
+- ``recheck_budgets(ctx)``: from a model wrapper inside the budget that has just counted such usage
+  (delegation: a settled background task's), the check before the call (B2) runs again, so no model call
+  is made once a hard limit is reached, whichever wrapper counted the spend.
 
 Placement: the stack builder puts ``BudgetMiddleware`` first (outermost); ``check_outermost(stack)``
 refuses a stack where another model wrapper comes before it.
@@ -45,6 +48,7 @@ refuses a stack where another model wrapper comes before it.
 
 from __future__ import annotations
 
+import contextvars
 import logging
 import math
 from collections.abc import Mapping, Sequence
@@ -77,6 +81,7 @@ __all__ = [
     "check_outermost",
     "measure_budgets",
     "record_subagent_usage",
+    "recheck_budgets",
 ]
 
 HOLD = "budget_hold"
@@ -88,6 +93,10 @@ EXTRA = "budget_extra_usage"  # {run_id: usage dict of its sub-agents}
 REFUSED = "budget_refused"  # {run_id: {"reason": str}}
 
 _Fields = dict[str, dict[str, float]]  # {field: {"spent": …, "limit": …}}
+
+# The budget middleware and its own context while its model call is under way (``recheck_budgets``).
+_CHECKING: contextvars.ContextVar[tuple[BudgetMiddleware, HookContext] | None] = contextvars.ContextVar(
+    "workbench_budget_checking", default=None)
 
 
 class BudgetExceeded(Fatal):
@@ -193,7 +202,22 @@ class BudgetMiddleware(AgentMiddleware):
         return None
 
     async def wrap_model_call(self, request: ModelRequest, call_next: CallModel, ctx: HookContext) -> ModelResponse:
-        """B2: before the call; a hard limit stops the run, an interrupting one asks (the backstop)."""
+        """B2: before the call; a hard limit stops the run, an interrupting one asks (the backstop).
+        Inner wrappers that count spend made elsewhere (a settled background task's, B4/D7) call
+        ``recheck_budgets`` before the call goes out, which runs this same check again."""
+        self._check_before_call(ctx)
+        token = _CHECKING.set((self, ctx))
+        try:
+            return await call_next(request)
+        finally:  # G11: the figures the panel, status bar and dialog show, after every billed call
+            _CHECKING.reset(token)
+            try:
+                ctx.emit("budget_updated", budgets=self.figures(ctx))
+            except Exception:  # noqa: BLE001 - a live display event must never change how the call ends
+                log.debug("budget_updated not published", exc_info=True)
+
+    def _check_before_call(self, ctx: HookContext) -> None:
+        """B2/B3: a refused hold or a hard limit reached stops the run; an interrupting one asks."""
         over = self._over(ctx, before_call=True)
         refusal = _run_entry(ctx, REFUSED)
         if refusal:
@@ -207,13 +231,6 @@ class BudgetMiddleware(AgentMiddleware):
                 self._refuse(ctx, decision)
                 self._stop(ctx, over, refused=_reason(decision))
             self._renew(ctx, over, decision, before_call=True)
-        try:
-            return await call_next(request)
-        finally:  # G11: the figures the panel, status bar and dialog show, after every billed call
-            try:
-                ctx.emit("budget_updated", budgets=self.figures(ctx))
-            except Exception:  # noqa: BLE001 - a live display event must never change how the call ends
-                log.debug("budget_updated not published", exc_info=True)
 
     async def wrap_tool_call(
         self, call: ToolCall, ctx: ToolContext, call_next: CallTool
@@ -344,6 +361,21 @@ def record_subagent_usage(ctx: HookContext, usage: Usage | Mapping[str, Any]) ->
     extra[bctx.run_id] = (Usage.from_dict(extra.get(bctx.run_id)) + add).to_dict()
     bctx.write(EXTRA, extra)
     return True
+
+
+def recheck_budgets(ctx: HookContext) -> None:
+    """Run the check before this model call (B2/B3) again, now: for a model wrapper inside the budget
+    that has just counted spend made elsewhere (a settled background task's usage, B4, D7), so the call
+    it is about to make is never one past a hard limit. A hard limit reached stops the run
+    (``BudgetExceeded``); an interrupting one asks (key ``budget-<run>-step<n>``, as the outer check
+    would). A no-op outside a model call of a stack with a ``BudgetMiddleware`` or from another run."""
+    current = _CHECKING.get()
+    if current is None:
+        return
+    owner, own = current
+    if own.run_id != ctx.run_id or own.thread_id != ctx.thread_id:
+        return
+    owner._check_before_call(own)
 
 
 def check_outermost(middleware: Sequence[AgentMiddleware]) -> None:

@@ -18,9 +18,18 @@
   ``task_notices``).
 - D6 the task tools accept only ids this conversation launched (its rows in the task table); any other
   id gets "no such task in this conversation" and nothing of the task.
-- D8 each sub-agent runs under a budget envelope: its ``budget:`` in the config, else what is left of
-  this run's run-scope budgets. A launch whose envelope exceeds what is left asks first (an approval of
-  the delegation call). Its usage counts toward this run's budgets (B4) when its outcome comes back.
+- D8 each sub-agent runs under a budget envelope: its ``budget:`` in the config (any field the parent's
+  budgets cap and it leaves out: what is left of it), else what is left of this thread's budgets, run and
+  session scope (B1). What is left is each limit minus what was spent (counted) minus what the tasks not
+  yet counted hold: a task still running (or queued, or waiting for a decision) holds the larger of its
+  envelope and what it spent that is not counted yet; a settled task not counted yet holds what it spent.
+  So envelopes handed out are reserved: three background launches never get the same remainder each.
+  A launch whose envelope exceeds what is left asks first (an approval of the delegation call); a launch
+  that would get what is left when nothing is left is refused (its envelope could buy nothing).
+  ``continue_task`` is a launch too: the further turn gets a fresh envelope by the same rule (asked
+  first when its configured budget exceeds what is left). Its usage counts toward this run's budgets
+  (B4) when its outcome comes back; a settled background task's is counted before this model call goes
+  out, and the budget's check runs again then (``recheck_budgets``), so no call is made past a hard limit.
 
 Durable events: ``task_started`` (task id, agent, background, its thread) and ``task_settled`` (task id,
 agent, status, usage); live ``task_progress`` (status, last tool, tokens, elapsed) for the Tasks board.
@@ -36,12 +45,14 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from workbench.config import SubagentConfig, SubagentsConfig, WorkbenchConfig
+from workbench.config import BUDGET_FIELDS, SubagentConfig, SubagentsConfig, WorkbenchConfig
 from workbench.engine.messages import Message, ModelRequest, ModelResponse, ToolCall, clean_text
 from workbench.engine.middleware import AgentMiddleware, CallModel, CallTool, HookContext, Section, ToolContext
 from workbench.engine.task_store import SETTLED, SqliteTaskStore, TaskRecord
 from workbench.engine.tools import NeedsApproval, Tool, ToolOutcome, inner_question_id, schema
 from workbench.engine.usage import Usage
+
+_USAGE_FIELDS = frozenset(BUDGET_FIELDS) - {"steps"}  # what a task's usage carries (not its counters)
 
 if TYPE_CHECKING:
     from workbench.engine.agent import Engine
@@ -187,10 +198,18 @@ class DelegationMiddleware(AgentMiddleware):
         agent = self._tool_agent.get(call.name)
         if agent is not None and not ctx.approved:
             existing = self.tasks.task_for_call(ctx.thread_id, call.id) if self.runner else None
-            over = None if existing is not None else _exceeds(self._agents[agent].budget, _left(ctx))
+            over = None if existing is not None else _exceeds(self._agents[agent].budget, self._left(ctx))
             if over:
                 return NeedsApproval(f"Launching {agent} with its budget ({over}) would exceed what is left of "
                                      "this run's budget")
+        elif call.name == "continue_task" and not ctx.approved and self.runner is not None and self.sub.async_:
+            tasks, _refused = self._own(ctx, [(call.arguments or {}).get("task_id")])
+            cfg = self._agents.get(tasks[0].agent) if tasks else None
+            if tasks and cfg is not None and tasks[0].status in SETTLED:
+                over = _exceeds(cfg.budget, self._left(ctx))
+                if over:
+                    return NeedsApproval(f"Continuing {tasks[0].id} with its budget ({over}) would exceed what is "
+                                         "left of this run's budget")
         return await call_next(call, ctx)
 
     # -- D7: settled tasks reach the model once, as notices kept in place ----------------------------------------
@@ -216,6 +235,12 @@ class DelegationMiddleware(AgentMiddleware):
         if fresh:
             notices += fresh
             ctx.write(NOTICES, notices)
+            if any(n["status"] in SETTLED for n in fresh):
+                # B2, B4: the settled tasks' usage was counted just now, after the budget's check of this
+                # call: check again, so no model call goes out once a hard limit is reached.
+                from workbench.harness.budget import recheck_budgets
+
+                recheck_budgets(ctx)
         if notices:
             request = request.replace(messages=_splice(request.messages, notices))
         return await call_next(request)
@@ -256,7 +281,9 @@ class DelegationMiddleware(AgentMiddleware):
             if not text:
                 return ToolOutcome.error("Error: the task is empty; say what the sub-agent should do.")
             cfg = self._agents[agent]
-            envelope = dict(cfg.budget) if cfg.budget else (_left(ctx) or {})
+            envelope, refusal = self._envelope(ctx, cfg, approved=bool(getattr(ctx, "approved", False)))
+            if refusal:
+                return ToolOutcome.error(f"Refused: {agent} was not launched: {refusal}")
             store = self._parent.store
             child = store.create_thread(title=f"{agent}: {_first_line(text)}")
             task = self.tasks.create_task(
@@ -416,13 +443,84 @@ class DelegationMiddleware(AgentMiddleware):
         if task.status not in SETTLED:
             return ToolOutcome.error(f"Error: task {task.id} is {task.status}; only a settled task can be continued")
         self._count_usage(ctx, task)
+        cfg = self._agents.get(task.agent)
+        if cfg is None:
+            return ToolOutcome.error(f"Error: sub-agent {task.agent!r} is not configured in workbench.yaml any more")
+        # D8: a further turn is a launch: a fresh envelope, bounded by what is left now (asked first in
+        # wrap_tool_call when its configured budget exceeds it), never the old one granted again unchecked.
+        envelope, refusal = self._envelope(ctx, cfg, approved=bool(getattr(ctx, "approved", False)))
+        if refusal:
+            return ToolOutcome.error(f"Refused: task {task.id} was not continued: {refusal}")
+        if envelope != dict(task.envelope or {}):
+            self.tasks.update_task(task.id, envelope=envelope)
+            with self._engines_lock:  # its engine was built with the old envelope: the next one gets the new
+                self._engines.pop(task.id, None)
         self.runner.continue_task(task.id, clean_text(str(args.get("instructions") or "")))
         return f"Task {task.id} continues in the background; you will be notified here when it settles."
+
+    # -- D8: envelopes, and what is left once they are reserved ---------------------------------------------
+    def _envelope(self, ctx: HookContext, cfg: SubagentConfig, *, approved: bool) -> tuple[dict[str, float], str]:
+        """A launch's envelope (D8) and, when it may not launch, why. A configured ``budget:`` is the
+        envelope (the launch asked first when it exceeds what is left), with every field the parent's
+        budgets cap and it leaves out bounded by what is left of it; without one, what is left — and
+        nothing left refuses the launch (an envelope of nothing buys nothing)."""
+        left = self._left(ctx) or {}
+        if cfg.budget:
+            envelope = {k: float(v) for k, v in cfg.budget.items()}
+            for name, amount in left.items():
+                if name not in envelope:
+                    if amount <= 0 and not approved:
+                        return {}, _nothing_left({name: amount})
+                    if amount > 0:
+                        envelope[name] = amount
+            return envelope, ""
+        empty = {k: v for k, v in left.items() if v <= 0}
+        if empty:
+            return {}, _nothing_left(empty)
+        return dict(left), ""
+
+    def _left(self, ctx: HookContext) -> dict[str, float] | None:
+        """What is left for a new envelope of this thread's budgets (run and session scope, B1, D8), per
+        field, the smallest over budgets; None without a budget. Each limit less what was spent (counted)
+        less what this thread's tasks not yet counted hold (``_held``)."""
+        left = _left(ctx)
+        if not left or self.runner is None:
+            return left
+        held = self._held(ctx, left.keys())
+        return {k: _round(max(0.0, v - held.get(k, 0.0))) for k, v in left.items()}
+
+    def _held(self, ctx: HookContext, fields: Any) -> dict[str, float]:
+        """Per field, what this thread's tasks hold that the parent's counts do not have yet: a task not
+        settled (queued, running, waiting for a decision) the larger of its envelope and its uncounted
+        spend — it may spend up to its envelope, and all of it will count toward this thread (B4); a
+        settled one its uncounted spend."""
+        from workbench.harness.budget import _usage_field
+
+        counted = dict(ctx.get(COUNTED) or {})
+        held: dict[str, float] = {}
+        for task in self.tasks.tasks(ctx.thread_id):
+            done = task.status in SETTLED
+            if done and counted.get(task.id) == task.usage.to_dict():
+                continue  # settled and counted: it holds nothing
+            try:
+                now = self._parent.store.thread_usage(task.child_thread)
+            except Exception:  # noqa: BLE001 - a thread gone: what its record says
+                now = task.usage
+            spent = _minus(now, Usage.from_dict(counted.get(task.id)))
+            envelope = dict(task.envelope or {})
+            for name in fields:
+                uncounted = _usage_field(spent, name) if name in _USAGE_FIELDS else 0.0
+                hold = uncounted if done else max(uncounted, float(envelope.get(name, 0.0) or 0.0))
+                if hold > 0:
+                    held[name] = held.get(name, 0.0) + hold
+        return held
 
 
 # -- helpers ------------------------------------------------------------------------------------------------
 def _left(ctx: HookContext) -> dict[str, float] | None:
-    """What is left of this run's run-scope budgets, per field (the smallest over budgets); None without one."""
+    """What is left of this thread's budgets — run and session scope alike (B1: a session limit bounds
+    a sub-agent as a run limit does) — per field, the smallest over budgets, before any task's holding
+    (``DelegationMiddleware._left``); None without one. ``steps`` is the run's own (B5)."""
     from workbench.harness.budget import BudgetMiddleware, measure_budgets
 
     bctx = ctx.context_for(BudgetMiddleware)
@@ -433,14 +531,22 @@ def _left(ctx: HookContext) -> dict[str, float] | None:
                               state=ctx.state, run_id=ctx.run_id)
     left: dict[str, float] = {}
     for fig in figures:
-        if fig.get("scope") != "run":
-            continue
         for name, f in (fig.get("fields") or {}).items():
             if name == "steps":
                 continue
             remaining = max(0.0, float(f["limit"]) - float(f["spent"]))
             left[name] = min(left.get(name, remaining), remaining)
     return left or None
+
+
+def _nothing_left(empty: Mapping[str, float]) -> str:
+    fields = ", ".join(f"{k} {v:g} left" for k, v in empty.items())
+    return (f"nothing is left of this conversation's budget for a new envelope ({fields}, counting what the "
+            "tasks still running or not yet counted hold). Wait for running tasks to settle, or finish without it.")
+
+
+def _round(value: float) -> float:
+    return round(value, 9)
 
 
 def _exceeds(envelope: Mapping[str, float] | None, left: Mapping[str, float] | None) -> str:
