@@ -89,6 +89,9 @@ class DelegationMiddleware(AgentMiddleware):
         # A background task's engine is built on the task loop's thread, other ones on the caller's.
         self._engines_lock = threading.Lock()
         self._child_store: Any = None
+        #: The stack's permissions: its sub-agents are judged by them, live (D, P1, Q3; set by
+        #: ``stack.build_middleware``). None: a sub-agent gets the file's rules and the session's.
+        self.permissions: Any = None
 
     # -- wiring (Session.open) -----------------------------------------------------------------------------
     def bind(self, engine: Engine, model_factory: ModelFactory, *, own_loop: bool = False) -> None:
@@ -146,7 +149,8 @@ class DelegationMiddleware(AgentMiddleware):
             raise ValueError(f"sub-agent {task.agent!r} is not configured in workbench.yaml any more")
         return build_child_engine(self.config, self.workspace, self._child_store, cfg,
                                   depth=task.depth, envelope=task.envelope,
-                                  model=self._model_factory(cfg.model), model_factory=self._model_factory)
+                                  model=self._model_factory(cfg.model), model_factory=self._model_factory,
+                                  parent_permissions=self.permissions)
 
     # -- tools and sections -------------------------------------------------------------------------------
     def tools(self) -> Sequence[Tool]:

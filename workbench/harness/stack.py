@@ -10,8 +10,6 @@ Order matters (outermost first):
 
 from __future__ import annotations
 
-import copy
-import weakref
 from collections.abc import Callable, Mapping
 from dataclasses import replace
 from pathlib import Path
@@ -30,37 +28,6 @@ if TYPE_CHECKING:
     from workbench.engine.agent import Engine
     from workbench.engine.store import Store
     from workbench.harness.permissions import PermissionsMiddleware
-
-# D, P1, Q3: the permissions a stack's sub-agents follow. Each stack's delegation middleware gets its own
-# copy of the config (``copy.copy``: the same values, the same ``mcp_servers`` mapping, so the MCP servers
-# are still shared), and that copy — which ``build_child_engine`` receives — maps here to the stack's
-# PermissionsMiddleware: id(config copy) -> (a weak reference to the copy, the permissions). The entry
-# goes when the copy does.
-_FOLLOWED: dict[int, tuple[weakref.ref[Any], PermissionsMiddleware]] = {}
-
-
-def _link_permissions(config: WorkbenchConfig, permissions: PermissionsMiddleware) -> WorkbenchConfig:
-    """A copy of ``config`` for a stack's delegation middleware, linked to the stack's ``permissions``."""
-    linked = copy.copy(config)
-    key = id(linked)
-
-    def forget(ref: weakref.ref[Any]) -> None:
-        entry = _FOLLOWED.get(key)
-        if entry is not None and entry[0] is ref:
-            _FOLLOWED.pop(key, None)
-
-    _FOLLOWED[key] = (weakref.ref(linked, forget), permissions)
-    return linked
-
-
-def parent_permissions(config: WorkbenchConfig) -> PermissionsMiddleware | None:
-    """The permissions of the stack whose delegation middleware holds ``config`` (None: not built by
-    ``build_middleware``)."""
-    entry = _FOLLOWED.get(id(config))
-    if entry is None or entry[0]() is not config:
-        return None
-    return entry[1]
-
 
 def protected_paths(workspace: Path, store_path: Path) -> list[Path]:
     """Host paths no tool, rule or mount may open (F4): the workspace's ``.workbench/`` (the thread
@@ -161,8 +128,9 @@ def build_middleware(config: WorkbenchConfig, workspace: Path, backend: FileBack
     if config.subagents.agents and depth <= config.subagents.max_depth:
         from workbench.harness.delegation import DelegationMiddleware
 
-        # Its sub-agents' permissions follow this stack's, live (D, P1, Q3: build_child_engine).
-        stack.append(DelegationMiddleware(_link_permissions(config, permissions), workspace, depth=depth))
+        delegation = DelegationMiddleware(config, workspace, depth=depth)
+        delegation.permissions = permissions  # its sub-agents' follow this stack's, live (D, P1, Q3)
+        stack.append(delegation)
     from workbench.harness.mcp import build_mcp
 
     mcp = build_mcp(config.mcp_servers, workspace)  # X1-X3: one set of servers for the agent and its sub-agents
@@ -190,7 +158,8 @@ DEFAULT_SUBAGENT_INSTRUCTIONS = ("You are {name}, a sub-agent: {description} Do 
 
 def build_child_engine(config: WorkbenchConfig, workspace: Path, store: Store, agent: SubagentConfig, *,
                        depth: int, envelope: Mapping[str, float], model: Any,
-                       model_factory: Callable[[str | None], Any]) -> Engine:
+                       model_factory: Callable[[str | None], Any],
+                       parent_permissions: PermissionsMiddleware | None = None) -> Engine:
     """A sub-agent's engine (D5, D8): the same workbench.yaml's stack — its permissions, files, skills,
     memory — with the agent's instructions, its budget envelope as its only budget (run scope; at the
     limit the task stops ``aborted``), and delegation only while ``depth < max_depth``.
@@ -198,9 +167,9 @@ def build_child_engine(config: WorkbenchConfig, workspace: Path, store: Store, a
     Permissions (D, P1, Q3): the sub-agent's calls are judged by exactly the rules its parent's are
     judged by at that moment — the parent's configured rules (with any saved to workbench.yaml or the
     user's permissions.yaml since the session opened), its rules "for this session" and its default —
-    read live from the parent's own lists (``PermissionsMiddleware.follow``), never a copy taken here.
-    ``config`` is the one the parent's delegation middleware holds (``build_middleware`` links it); a
-    config not built there gets its file's rules and the workspace's session rules."""
+    read live from ``parent_permissions``' own lists (``PermissionsMiddleware.follow``), never a copy
+    taken here. Without a parent's (a caller outside a stack) it gets the file's rules and the
+    workspace's session rules."""
     from workbench.config import BudgetConfig
     from workbench.engine.agent import Agent, Engine
     from workbench.harness.delegation import DelegationMiddleware
@@ -213,11 +182,10 @@ def build_child_engine(config: WorkbenchConfig, workspace: Path, store: Store, a
                             name=agent.name, description=agent.description))
     backend = build_backend(child_cfg, workspace, store.path)
     stack = build_middleware(child_cfg, workspace, backend, depth=depth + 1)
-    parent = parent_permissions(config)
     for mw in stack:
         if isinstance(mw, PermissionsMiddleware):
-            if parent is not None:
-                mw.follow(parent)
+            if parent_permissions is not None:
+                mw.follow(parent_permissions)
             else:
                 apply_session_rules([mw], workspace)
     engine = Engine(Agent(model, instructions=child_cfg.instructions, middleware=stack, backend=backend,
