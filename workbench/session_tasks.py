@@ -60,8 +60,21 @@ class TaskCalls:
         return [Message.from_dict(m) for m in (cp.state.get("messages") or [])] if cp else []
 
     async def abort_task(self, task_id: str) -> TaskRecord | None:
-        """Stop a task that has not settled (D10): it ends ``aborted``; its siblings go on."""
-        return await self._runner().abort(task_id)
+        """Stop a task that has not settled (D10): it ends ``aborted``; its siblings go on.
+
+        A task another process drives (a ``workbench run``, another window) is stopped there: the stop is
+        recorded on its row and that process stops the run within a step (D7: the task never reads
+        ``aborted`` while it runs). When that process has not stopped it in time, this raises
+        ``RunError`` naming it; the stop stays asked."""
+        runner = self._runner()
+        record = await runner.abort(task_id)
+        if record is not None and record.status not in SETTLED and record.status != "awaiting_decision":
+            describe = getattr(runner, "driver_elsewhere", None)
+            who = describe(record) if describe is not None else None
+            raise RunError(f"task {task_id} is still running: it is driven by {who or 'another process'}, which "
+                           f"has not stopped it yet. The stop stays asked: that process stops it at its next "
+                           f"step (if it hangs, end it; the task is then settled aborted).")
+        return record
 
     def continue_task(self, task_id: str, instructions: str) -> None:
         """A further turn for a settled task's sub-agent, in the background (D5, D10)."""

@@ -30,6 +30,7 @@ from workbench.engine.model_calls import ModelCalls
 from workbench.engine.models.base import Model
 from workbench.engine.runtime import CURRENT_RUN, MESSAGES, _active, _blocked, _has_turn, _last_answer, _Runtime
 from workbench.engine.store import Checkpoint, Claim, RunRecord, Store
+from workbench.engine.task_store import TaskRecord, settle_cut_off
 from workbench.engine.tool_calls import _UNKNOWN, ToolCalls, _unique_ids, check_bound
 from workbench.engine.tools import Fatal, Tool, ToolOutcome, short_json
 from workbench.engine.usage import Usage
@@ -99,6 +100,11 @@ class Agent:
                             f"{mw.name} must run outside {other.name}, but the stack has {other.name} first: "
                             f"register {mw.name} before {other.name} (M7)"
                         )
+
+
+def _task_settled(task: TaskRecord) -> dict[str, Any]:
+    """A ``task_settled`` event's data (as the task runner publishes it)."""
+    return {"task_id": task.id, "agent": task.agent, "status": task.status, "usage": task.usage.to_dict()}
 
 
 def _owned(tool: Tool, mw: AgentMiddleware) -> Tool:
@@ -253,6 +259,10 @@ class Engine(ModelCalls, ToolCalls):
                         continue  # its tool_call_finished is stored already (with its result)
                     closing.append(("tool_call_finished", {"call_id": call.id, "name": call.name,
                                                            "status": outcome.status if outcome else "error"}))
+                # D5, D7: a foreground sub-agent task a cut call drove died with that process: it ends too
+                # (the Tasks board and delete_thread read it right), told with the run's closing events.
+                for task in settle_cut_off(self.store, thread_id, [c.id for c in calls if c.id not in answered]):
+                    closing.append(("task_settled", _task_settled(task)))
                 rt.outcomes = completed
                 self._settle_calls(rt, "error", CUT_OFF, emit=False)
             closing.append(("run_error", {"error": CUT_OFF}))
@@ -348,11 +358,16 @@ class Engine(ModelCalls, ToolCalls):
         before = set(completed)
         self._replay_journal(rt, completed, unknown=_UNKNOWN)
         last = rt.messages()[-1]
+        cut: list[str] = []
         for call in last.tool_calls:
             outcome = completed.get(call.id)
             if outcome is not None and call.id not in before and outcome.status == "error" \
                     and outcome.content.startswith("Not finished: the process"):
                 self._finish_tool(rt, call, outcome)
+                cut.append(call.id)
+        # D5, D7: a foreground sub-agent task a cut call drove is not run again with it (R9): it ends.
+        for task in settle_cut_off(self.store, rt.thread_id, cut):
+            rt.emit("task_settled", **_task_settled(task))
         done = await self._run_tools(rt, last.tool_calls, completed, {})
         if done is not None:
             return done
@@ -384,6 +399,10 @@ class Engine(ModelCalls, ToolCalls):
             return rt.emit(type, **data)
         event = Event(type, thread_id, "", 0, data)
         if event.durable and thread_id not in self.store.active_threads and self.store.holder(thread_id) is None:
+            if self.store.thread(thread_id) is None:
+                # Deleted meanwhile (from another process, D10: a task settling after its parent thread was
+                # deleted): nothing is stored on a thread that is gone.
+                return None
             event = self.store.append_event(event)
         return self._publish(event)
 

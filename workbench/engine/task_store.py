@@ -9,6 +9,13 @@ runner on another engine with a shared store implements the same few methods (D1
 Statuses: ``queued`` (behind ``max_concurrent``), ``pending`` (running), ``awaiting_decision`` (its run
 waits for the person), and the settled ones ``completed``, ``failed``, ``aborted``, ``expired``.
 ``unknown`` is what a lookup of an id that is not there reports.
+
+A settled row keeps its ending (D7): ``update_unsettled`` changes a row only while it has not settled, so
+a late result (a driver that did not see an abort, a cut run unwinding) never turns ``aborted`` into
+``completed``. A stop asked from a process that does not drive the task is recorded on its row
+(``request_stop``, the ``stop_requested`` time); the process that drives it reads ``stop_requests``
+while it runs and stops the run (D10, see harness/task_runner.py). ``settle_cut_off`` ends the
+foreground tasks whose parent's delegation call was cut off by its process's end (D5, R9).
 """
 
 from __future__ import annotations
@@ -33,14 +40,16 @@ CREATE TABLE IF NOT EXISTS tasks (
     status TEXT NOT NULL, created REAL NOT NULL, started REAL, settled REAL, usage TEXT NOT NULL DEFAULT '{}',
     outcome TEXT NOT NULL DEFAULT '', error TEXT, notified INTEGER NOT NULL DEFAULT 0,
     envelope TEXT NOT NULL DEFAULT '{}', last_tool TEXT NOT NULL DEFAULT '', depth INTEGER NOT NULL DEFAULT 1,
-    prompt TEXT NOT NULL DEFAULT '', owner TEXT NOT NULL DEFAULT ''
+    prompt TEXT NOT NULL DEFAULT '', owner TEXT NOT NULL DEFAULT '', stop_requested REAL
 );
 CREATE INDEX IF NOT EXISTS tasks_parent ON tasks(parent_thread);
 CREATE INDEX IF NOT EXISTS tasks_child ON tasks(child_thread);
 """
 
 _COLUMNS = ("id, parent_thread, parent_run, call_id, agent, child_thread, description, background, status, "
-            "created, started, settled, usage, outcome, error, notified, envelope, last_tool, depth, prompt, owner")
+            "created, started, settled, usage, outcome, error, notified, envelope, last_tool, depth, prompt, owner, "
+            "stop_requested")
+_UNSETTLED = "status NOT IN ('completed', 'failed', 'aborted', 'expired')"  # not SETTLED, in SQL
 
 
 @dataclass(frozen=True)
@@ -68,6 +77,7 @@ class TaskRecord:
     depth: int = 1
     prompt: str = ""  # what the sub-agent was asked (so a task queued at a crash can start after it)
     owner: str = ""  # the process driving it: "host pid since" (a live owner's tasks are never recovered)
+    stop_requested: float | None = None  # when a stop was asked from a process that does not drive it (D10)
 
     @property
     def settled_status(self) -> bool:
@@ -103,6 +113,15 @@ class TaskStore(Protocol):
 
     def update_task(self, task_id: str, **changes: Any) -> TaskRecord | None: ...
 
+    def update_unsettled(self, task_id: str, **changes: Any) -> bool:
+        """Change the task only while it has not settled (one conditional write); True when it did."""
+
+    def request_stop(self, task_id: str) -> TaskRecord | None:
+        """Record that the task should stop (asked where it is not driven); its driver honours it."""
+
+    def stop_requests(self, task_ids: Sequence[str]) -> set[str]:
+        """Those of these unsettled tasks whose stop was requested."""
+
     def child_threads(self) -> set[str]: ...
 
     def task_of_thread(self, child_thread: str) -> TaskRecord | None: ...
@@ -120,6 +139,8 @@ class SqliteTaskStore:
             columns = {r[1] for r in store._db.execute("PRAGMA table_info(tasks)")}
             if "owner" not in columns:  # a store made before tasks had owners
                 store._db.execute("ALTER TABLE tasks ADD COLUMN owner TEXT NOT NULL DEFAULT ''")
+            if "stop_requested" not in columns:  # a store made before stops could be asked across processes
+                store._db.execute("ALTER TABLE tasks ADD COLUMN stop_requested REAL")
 
     def create_task(self, *, parent_thread: str, parent_run: str, call_id: str, agent: str, child_thread: str,
                     description: str, background: bool, status: str, envelope: dict[str, Any],
@@ -128,10 +149,10 @@ class SqliteTaskStore:
         now = time.time()
         with self.store.transaction() as db:
             db.execute(
-                f"INSERT INTO tasks({_COLUMNS}) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+                f"INSERT INTO tasks({_COLUMNS}) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
                 (task_id, parent_thread, parent_run, call_id, agent, child_thread, description, int(background),
                  status, now, now if status == "pending" else None, None, "{}", "", None, 0,
-                 json.dumps(envelope), "", depth, prompt, ""),
+                 json.dumps(envelope), "", depth, prompt, "", None),
             )
         record = self.task(task_id)
         assert record is not None
@@ -167,21 +188,36 @@ class SqliteTaskStore:
 
     def update_task(self, task_id: str, **changes: Any) -> TaskRecord | None:
         if changes:
-            sets, values = [], []
-            for key, value in changes.items():
-                if key not in _UPDATABLE:
-                    raise ValueError(f"task field {key!r} cannot be changed")
-                if key == "usage":
-                    value = json.dumps(value.to_dict() if isinstance(value, Usage) else dict(value))
-                elif key == "envelope":
-                    value = json.dumps(value)
-                elif key == "notified":
-                    value = int(bool(value))
-                sets.append(f"{key}=?")
-                values.append(value)
+            sets, values = _sets(changes)
             with self.store.transaction() as db:
-                db.execute(f"UPDATE tasks SET {', '.join(sets)} WHERE id=?", (*values, task_id))
+                db.execute(f"UPDATE tasks SET {sets} WHERE id=?", (*values, task_id))
         return self.task(task_id)
+
+    def update_unsettled(self, task_id: str, **changes: Any) -> bool:
+        """D7: change the task only while it has not settled — a settled row keeps its ending (an abort is
+        never turned into ``completed`` by a result that comes after it). True when the row changed."""
+        sets, values = _sets(changes)
+        with self.store.transaction() as db:
+            return bool(db.execute(f"UPDATE tasks SET {sets} WHERE id=? AND {_UNSETTLED}",
+                                   (*values, task_id)).rowcount == 1)
+
+    def request_stop(self, task_id: str) -> TaskRecord | None:
+        """D10: ask the process that drives the task to stop it (kept on the row: the first ask's time)."""
+        with self.store.transaction() as db:
+            db.execute(f"UPDATE tasks SET stop_requested=COALESCE(stop_requested, ?) WHERE id=? AND {_UNSETTLED}",
+                       (time.time(), task_id))
+        return self.task(task_id)
+
+    def stop_requests(self, task_ids: Sequence[str]) -> set[str]:
+        """Those of these unsettled tasks whose stop was requested (one read for all of a runner's tasks)."""
+        ids = list(dict.fromkeys(task_ids))
+        if not ids:
+            return set()
+        with self.store._lock:
+            rows = self.store._db.execute(
+                f"SELECT id FROM tasks WHERE stop_requested IS NOT NULL AND {_UNSETTLED} "
+                f"AND id IN ({','.join('?' * len(ids))})", ids).fetchall()
+        return {r[0] for r in rows}
 
     def child_threads(self) -> set[str]:
         with self.store._lock:
@@ -197,7 +233,62 @@ class SqliteTaskStore:
 
 
 _UPDATABLE = frozenset({"status", "started", "settled", "usage", "outcome", "error", "notified", "envelope",
-                        "last_tool", "parent_run", "owner"})
+                        "last_tool", "parent_run", "owner", "stop_requested"})
+
+#: Why a foreground task ends when the process that drove it (its parent's run) died mid-call.
+CUT_OFF_TASK = ("the process running it ended before it finished (its parent's delegation call was cut off: "
+                "a kill, crash or power loss)")
+
+
+def _sets(changes: dict[str, Any]) -> tuple[str, list[Any]]:
+    if not changes:
+        raise ValueError("no task field to change")
+    sets, values = [], []
+    for key, value in changes.items():
+        if key not in _UPDATABLE:
+            raise ValueError(f"task field {key!r} cannot be changed")
+        if key == "usage":
+            value = json.dumps(value.to_dict() if isinstance(value, Usage) else dict(value))
+        elif key == "envelope":
+            value = json.dumps(value)
+        elif key == "notified":
+            value = int(bool(value))
+        sets.append(f"{key}=?")
+        values.append(value)
+    return ", ".join(sets), values
+
+
+def settle_cut_off(store: Store, parent_thread: str, call_ids: Sequence[str],
+                   error: str = CUT_OFF_TASK) -> list[TaskRecord]:
+    """D5, D7, R9: end the foreground tasks these calls of ``parent_thread`` drove, when the calls are
+    settled as cut off (the parent's process died while they ran: ``recover``, or a new turn closing the
+    cut-off run). A foreground task is driven by its parent's run, in that run's process, so nothing
+    drives it any more: it ends ``failed`` saying so — unless it settled already, or a live process
+    holds its thread (R7: that process's to settle). Returns the tasks settled here (their
+    ``task_settled`` events are the caller's to emit).
+
+    A store without a tasks table (no sub-agent ever ran there) has none: nothing is created for it."""
+    ids = list(dict.fromkeys(call_ids))
+    if not ids:
+        return []
+    with store._lock:
+        if store._db.execute("SELECT 1 FROM sqlite_master WHERE type='table' AND name='tasks'").fetchone() is None:
+            return []
+    tasks = SqliteTaskStore(store)  # (its columns brought up to date)
+    with store._lock:
+        rows = store._db.execute(
+            f"SELECT {_COLUMNS} FROM tasks WHERE parent_thread=? AND background=0 AND {_UNSETTLED} "
+            f"AND call_id IN ({','.join('?' * len(ids))})", (parent_thread, *ids)).fetchall()
+    settled = []
+    for record in (_record(r) for r in rows):
+        if store.holder(record.child_thread) is not None:
+            continue
+        usage = store.thread_usage(record.child_thread)
+        if tasks.update_unsettled(record.id, status="failed", settled=time.time(), error=error, usage=usage):
+            found = tasks.task(record.id)
+            if found is not None:
+                settled.append(found)
+    return settled
 
 
 def _record(row: Sequence[Any]) -> TaskRecord:
@@ -206,8 +297,8 @@ def _record(row: Sequence[Any]) -> TaskRecord:
         description=row[6], background=bool(row[7]), status=row[8], created=row[9], started=row[10],
         settled=row[11], usage=Usage.from_dict(json.loads(row[12] or "{}")), outcome=row[13] or "",
         error=row[14], notified=bool(row[15]), envelope=json.loads(row[16] or "{}"), last_tool=row[17] or "",
-        depth=int(row[18] or 1), prompt=row[19] or "", owner=row[20] or "",
+        depth=int(row[18] or 1), prompt=row[19] or "", owner=row[20] or "", stop_requested=row[21],
     )
 
 
-__all__ = ["ACTIVE", "SETTLED", "SqliteTaskStore", "TaskRecord", "TaskStore"]
+__all__ = ["ACTIVE", "CUT_OFF_TASK", "SETTLED", "SqliteTaskStore", "TaskRecord", "TaskStore", "settle_cut_off"]

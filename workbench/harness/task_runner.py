@@ -16,10 +16,25 @@ on the task's own thread, as an asyncio task in this process — on the caller's
 - progress (last tool, tokens, elapsed) goes out as live ``task_progress`` events; the settled status
   and usage as durable ``task_settled`` on the parent thread (through ``publish``).
 
+Aborting a task another process drives (D7, D10): the person's stop means what it says, whichever
+process it is asked from. A runner that does not drive the task (a window open on a thread a
+``workbench run`` drives, or the other way round) records the stop on the task's row
+(``TaskStore.request_stop``) and waits for it to settle; the runner that drives the task reads the
+stop requests of the tasks it runs or queues every ``STOP_POLL_SECONDS`` (``_watch_stops``, one read
+for all of them) and stops the run as its own abort does — a model call in flight is cut, no further
+one is made — or drops a queued task before it starts; the run ends ``aborted`` and that runner settles
+the row. The row never says ``aborted`` while the task runs. When the driving process dies before it
+honours the stop, the asking runner settles the task itself (no one drives it); when the driver lives
+but has not stopped it within ``stop_wait_seconds`` (its loop hung), the abort returns the task still
+unsettled, the stop stays recorded (that process stops it at its next look, a ``recover`` elsewhere
+settles it instead of running it) and ``Session.abort_task`` says which process drives it. Every
+settling is conditional on the row not having settled (``TaskStore.update_unsettled``): a settled row
+never flips to another ending, and a row deleted with its thread is not written again.
+
 A runner on a distributed engine would implement the same methods: ``start`` hands the task to a
 worker that builds the same child agent from the workspace's config and runs it on a shared store;
 ``status``/``result`` read the shared task table; ``abort`` and ``resume`` send a message to the
-worker that holds the child thread's claim (R7).
+worker that holds the child thread's claim (R7) — here, the stop request on the shared row.
 """
 
 from __future__ import annotations
@@ -66,6 +81,19 @@ def owner_alive(owner: str) -> bool:
     return claim.alive
 
 
+#: How often a runner reads the stop requests of the tasks it drives (another process's aborts, D10).
+STOP_POLL_SECONDS = 0.5
+
+
+def describe_owner(owner: str) -> str:
+    """A task's owner in words, as a claim's holder is named (R7): "process 123 on host, since …"."""
+    try:
+        host, pid, since = owner.split(" ")
+        return f"process {int(pid)} on {host}, since {time.strftime('%Y-%m-%d %H:%M:%S', time.localtime(float(since)))}"
+    except ValueError:
+        return owner or "another process"
+
+
 #: The error the engine gives a run whose asyncio task was cancelled (the app closing under it).
 CANCELLED = "the run was cancelled"
 RESUME_AFTER_CLOSE = ("The app was closed while you worked on this task. Continue it from where you were and "
@@ -93,7 +121,8 @@ class TaskRunner(Protocol):
         """The task as stored (outcome, usage, status)."""
 
     async def abort(self, task_id: str) -> TaskRecord | None:
-        """Stop a task that has not settled; it ends ``aborted``."""
+        """Stop a task that has not settled; it ends ``aborted``. A task another process drives is asked
+        to stop there (returned unsettled when that process has not stopped it in time)."""
 
     def resume(self, task_id: str, decisions: Mapping[str, Any]) -> None:
         """Answer a background task's pending questions; it goes on in the background."""
@@ -148,6 +177,13 @@ class LocalTaskRunner:
         # How a queued task starts when it is not a fresh run: a further turn, or a recovered step.
         self._continue_with: dict[str, Callable[[], Awaitable[RunResult]]] = {}
         self._recovering: dict[str, Callable[[], Awaitable[RunResult]]] = {}
+        # D10: the tasks whose run this runner drives now (background and foreground) -> their attempt,
+        # the attempts already stopped for a stop request, and the task that reads those requests.
+        self._live: dict[str, int] = {}
+        self._honoured: set[tuple[str, int]] = set()
+        self._watcher: asyncio.Task[None] | None = None
+        #: How long ``abort`` waits for another process to stop a task it drives.
+        self.stop_wait_seconds = 15.0
 
     # -- the interface ----------------------------------------------------------------------------------
     def start(self, task: TaskRecord) -> None:
@@ -211,6 +247,9 @@ class LocalTaskRunner:
             if record.status not in SETTLED:
                 record = self._settle(record, "aborted", error="aborted")
             return record
+        if task_id in self._live:  # a foreground task this runner drives (its parent's run is here)
+            self._stop(record)
+            return await self._settled_by_driver(task_id, local=True)
         if record.status == "awaiting_decision":
             # Its run waits for answers that will not come: end it, so its questions leave the inbox.
             from workbench.decisions import abandon, thread_questions
@@ -221,14 +260,59 @@ class LocalTaskRunner:
                 await self._launch(lambda: abandon(engine, record.child_thread, questions,
                                                    lambda d: engine.resume(record.child_thread, d),
                                                    "The task was aborted."))
-        return self._settle(self.tasks.task(task_id) or record, "aborted", error="aborted")
+            return self._settle(self.tasks.task(task_id) or record, "aborted", error="aborted")
+        if self.driver_elsewhere(record) is not None:
+            # D10: another process (or another session of this one) runs it: ask it to stop there, and
+            # wait for it to settle — the row says aborted only once the run has stopped.
+            self.tasks.request_stop(task_id)
+            return await self._settled_by_driver(task_id)
+        # No one drives it (its process ended or closed): it ends here.
+        return self._settle(record, "aborted", error="aborted")
+
+    async def _settled_by_driver(self, task_id: str, *, local: bool = False) -> TaskRecord | None:
+        """Wait until the runner that drives the task has stopped it and settled its row (a stop request
+        or, ``local``, this runner's own stop). Settled here when its driver is gone without settling
+        it; returned unsettled when ``stop_wait_seconds`` pass first (see the module)."""
+        deadline = time.monotonic() + self.stop_wait_seconds
+        while True:
+            record = self.tasks.task(task_id)
+            if record is None or record.status in SETTLED:
+                return record
+            if record.status == "awaiting_decision" and not (local and task_id in self._live):
+                return await self.abort(task_id)  # it suspended meanwhile: its questions are abandoned
+            driven = task_id in self._live if local else self.driver_elsewhere(record) is not None
+            if not driven:  # its driver ended (or its process died) without settling it
+                return self._settle(record, "aborted", error="aborted")
+            if time.monotonic() >= deadline:
+                return record
+            changed = self._event()
+            changed.clear()
+            with contextlib.suppress(asyncio.TimeoutError):
+                await asyncio.wait_for(changed.wait(), 0.1)
+
+    def driver_elsewhere(self, record: TaskRecord) -> str | None:
+        """Who drives this task, when not this runner: a live claim on its thread (R7), another runner of
+        this process, or its live owner process (queued there, or between its run's steps). None when
+        no one does (its process ended or closed)."""
+        if record.id in self._live or record.id in self._drivers or record.id in self._queue:
+            return None
+        holder = self.tasks_store_threads().holder(record.child_thread)
+        if holder is not None:
+            return holder.describe()
+        if record.id in _DRIVEN:
+            return f"another session of this process ({os.getpid()})"
+        if record.status in ("queued", "pending") and record.owner and record.owner != process_owner() \
+                and owner_alive(record.owner):
+            return describe_owner(record.owner)
+        return None
 
     def resume(self, task_id: str, decisions: Mapping[str, Any]) -> None:
         record = self.tasks.task(task_id)
         if record is None or record.status != "awaiting_decision":
             raise ValueError(f"task {task_id} is not waiting for a decision")
         engine = self._engine(record)
-        self.tasks.update_task(task_id, status="pending")  # now, so a wait started next sees it running
+        if not self.tasks.update_unsettled(task_id, status="pending"):  # now: a wait started next sees it run
+            raise ValueError(f"task {task_id} has settled")
         self._spawn(record.id, lambda: engine.resume(record.child_thread, decisions))
 
     def continue_task(self, task_id: str, instructions: str) -> None:
@@ -238,7 +322,7 @@ class LocalTaskRunner:
         engine = self._engine(record)
         self._own(task_id)
         record = self.tasks.update_task(task_id, status="queued", settled=None, outcome="", error=None,
-                                        started=None) or record
+                                        started=None, stop_requested=None) or record
         self._publish(record, "task_progress", self._progress_data(record))
         self._queue.append(task_id)
         self._continue_with[task_id] = lambda: engine.run(record.child_thread, instructions)
@@ -264,9 +348,12 @@ class LocalTaskRunner:
 
     async def close(self) -> None:
         self._closed = True  # before cancelling: _drive leaves the tasks to be recovered
-        for task_id in [*self._queue, *self._drivers]:
+        left = [*self._queue, *self._drivers]
+        for task_id in left:
             _DRIVEN.discard(task_id)
         self._queue.clear()
+        if self._watcher is not None:
+            self._watcher.cancel()
         drivers = [d for d in self._drivers.values() if not d.done()]
         for d in drivers:
             d.cancel()
@@ -275,6 +362,14 @@ class LocalTaskRunner:
                 await d
         if self._task_loop is not None:  # the cut runs unwind there (each stores how it was cut)
             await self._task_loop.aclose()
+        # Nobody here drives them now: their rows stop naming this process, so another one can recover or
+        # abort them while it lives on (a window that closed this workspace, D5, D10).
+        mine = process_owner()
+        for task_id in left:
+            with contextlib.suppress(Exception):
+                record = self.tasks.task(task_id)
+                if record is not None and record.owner == mine and task_id not in _DRIVEN:
+                    self.tasks.update_unsettled(task_id, owner="")
 
     # -- recovery (D5: a restarted app picks tasks up) -------------------------------------------------------
     def recover(self, parent_threads: Sequence[str] | None = None) -> list[str]:
@@ -293,6 +388,9 @@ class LocalTaskRunner:
                 continue
             if record.owner and owner_alive(record.owner) and record.owner != process_owner():
                 continue  # its process lives (it may be queued there): that process drives it
+            if record.stop_requested is not None:  # aborted while its process was gone: it ends, unrun
+                self._settle(record, "aborted", error="aborted")
+                continue
             picked.append(record.id)
             self._own(record.id)
             start = self._start_for(record, self._engine(record))
@@ -318,6 +416,8 @@ class LocalTaskRunner:
             start = (self._continue_with.pop(task_id, None) or self._recovering.pop(task_id, None)
                      or self._fresh_start(record))
             self._spawn(task_id, start, slot=True)
+        if self._queue:
+            self._watch()
 
     def _spawn(self, task_id: str, start: Callable[[], Awaitable[RunResult]], *, slot: bool = False) -> None:
         if slot:
@@ -359,8 +459,26 @@ class LocalTaskRunner:
             self._own(task_id)
         self._by_thread[record.child_thread] = task_id
         now = time.time()
-        record = self.tasks.update_task(task_id, status="pending", started=record.started or now) or record
+        if not self.tasks.update_unsettled(task_id, status="pending", started=record.started or now):
+            # Settled before its run began (aborted from elsewhere, D7): it does not run.
+            _DRIVEN.discard(task_id)
+            found = self.tasks.task(task_id) or record
+            self._notify()
+            return RunResult({"completed": "done", "failed": "failed"}.get(found.status, "aborted"), found.outcome,
+                             found.usage, error=found.error, thread_id=found.child_thread)
+        record = self.tasks.task(task_id) or record
         self._records[task_id] = record
+        self._live[task_id] = attempt
+        try:
+            return await self._drive_run(task_id, record, start, attempt, now)
+        finally:
+            if self._live.get(task_id) == attempt:
+                del self._live[task_id]
+            self._honoured.discard((task_id, attempt))
+
+    async def _drive_run(self, task_id: str, record: TaskRecord, start: Callable[[], Awaitable[RunResult]],
+                         attempt: int, now: float) -> RunResult:
+        self._watch()
         self._publish(record, "task_progress", self._progress_data(record))
         self._notify()
         limit = self.timeout_seconds - (now - (record.started or now))
@@ -397,8 +515,9 @@ class LocalTaskRunner:
     def _record_result(self, record: TaskRecord, result: RunResult, *, expired: bool = False) -> TaskRecord:
         _DRIVEN.discard(record.id)  # settled or waiting for a decision: nobody drives it now
         if result.status == "interrupted":
-            record = self.tasks.update_task(record.id, status="awaiting_decision", usage=self._usage(record),
-                                            last_tool=self._last_tool(record)) or record
+            if self.tasks.update_unsettled(record.id, status="awaiting_decision", usage=self._usage(record),
+                                           last_tool=self._last_tool(record)):
+                record = self.tasks.task(record.id) or record
             self._records[record.id] = record
             self._publish(record, "task_progress", self._progress_data(record))
             self._notify()
@@ -412,10 +531,19 @@ class LocalTaskRunner:
         return self._settle(record, status, outcome=result.answer or "", error=error)
 
     def _settle(self, record: TaskRecord, status: str, *, outcome: str = "", error: str | None = None) -> TaskRecord:
+        """End the task ``status`` — only if its row has not settled (D7: a settled task keeps its ending,
+        whoever settled it first; a row deleted with its thread is not written again)."""
         _DRIVEN.discard(record.id)
         usage = self._usage(record)
-        record = self.tasks.update_task(record.id, status=status, settled=time.time(), outcome=outcome,
-                                        error=error, usage=usage, last_tool=self._last_tool(record)) or record
+        if not self.tasks.update_unsettled(record.id, status=status, settled=time.time(), outcome=outcome,
+                                           error=error, usage=usage, last_tool=self._last_tool(record)):
+            stored = self.tasks.task(record.id)
+            if stored is not None:
+                self._records[record.id] = stored
+                self._publish(stored, "task_progress", self._progress_data(stored))
+            self._notify()
+            return stored or record
+        record = self.tasks.task(record.id) or record
         self._records[record.id] = record
         self._publish(record, "task_settled", {"task_id": record.id, "agent": record.agent, "status": status,
                                                "usage": usage.to_dict()})
@@ -460,6 +588,51 @@ class LocalTaskRunner:
             self._stop_asked.discard((record.id, attempt))
             return RunResult("aborted", "", Usage(), error="stopped before it started", thread_id=record.child_thread)
         return await start()
+
+    # -- stop requests from other processes (D10) -----------------------------------------------------
+    def _watch(self) -> None:
+        """Read stop requests while this runner drives or queues tasks (started on the caller's loop)."""
+        if self._closed or (self._watcher is not None and not self._watcher.done()):
+            return
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:
+            return
+        self._watcher = loop.create_task(self._watch_stops())
+
+    async def _watch_stops(self) -> None:
+        while not self._closed and (self._live or self._queue):
+            await asyncio.sleep(STOP_POLL_SECONDS)
+            ids = [*self._live, *self._queue]
+            if not ids:
+                break
+            try:
+                asked = self.tasks.stop_requests(ids)
+            except Exception:  # a busy or closed store: look again at the next turn
+                log.debug("could not read the stop requests", exc_info=True)
+                continue
+            for task_id in asked:
+                self._honour_stop(task_id)
+
+    def _honour_stop(self, task_id: str) -> None:
+        """Another process asked this task to stop: a queued one ends unrun, a running one is stopped as
+        ``abort`` stops it (its run ends ``aborted``, and ``_drive`` settles the row)."""
+        if task_id in self._queue:
+            self._queue.remove(task_id)
+            self._continue_with.pop(task_id, None)
+            self._recovering.pop(task_id, None)
+            record = self.tasks.task(task_id)
+            if record is not None:
+                self._settle(record, "aborted", error="aborted before it started")
+            return
+        attempt = self._live.get(task_id)
+        if attempt is None or (task_id, attempt) in self._honoured:
+            return
+        self._honoured.add((task_id, attempt))
+        record = self.tasks.task(task_id)
+        if record is not None:
+            log.info("task %s: stopped, as asked from another process", task_id)
+            self._stop(record)
 
     # -- progress ----------------------------------------------------------------------------------------
     def _remember_home(self) -> None:
@@ -535,4 +708,4 @@ class LocalTaskRunner:
         self._event().set()
 
 
-__all__ = ["LocalTaskRunner", "Publish", "TaskRunner"]
+__all__ = ["STOP_POLL_SECONDS", "LocalTaskRunner", "Publish", "TaskRunner", "describe_owner"]
