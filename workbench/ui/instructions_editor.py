@@ -9,7 +9,16 @@ The editor (monospace, markdown highlighting) edits one file in place:
 - A live token count (``estimate_tokens``, debounced) warns past ``max_file_tokens``.
 - A change on disk is noticed by reading the file again (async, through the backend) every
   ``DISK_CHECK_MS`` and when the window regains focus: an unedited editor reloads silently, an edited
-  one shows a bar "AGENTS.md changed on disk — Reload / Keep mine".
+  one shows a bar "AGENTS.md changed on disk — Reload / Keep mine". Save reads the file first: a change
+  on disk since the editor's last look shows the same bar and writes nothing.
+- The file is edited in place (I5): the editor shows it as Qt does (no leading BOM, every line break a
+  new line, a no-break space as a space), ``dirty`` compares that view with the view of the disk text,
+  and Save maps the edited view back onto the file (``text_to_save``): its BOM, each unchanged line's
+  bytes and line break, the characters of an edited line Qt showed differently, and its dominant line
+  ending for new lines.
+- The same workspace opened again (``workbench.yaml`` reloaded, Settings applied) keeps the open file,
+  its edits and its baseline, and checks the disk again; the window asks before another workspace or
+  closing drops unsaved edits (``window_open.settle_unsaved_edits``).
 
 The panel (``instructions_panel.py``) owns the file list and hands the editor its session and the
 files to open; it shares its ``PanelTasks`` so one ``wait_idle`` covers the editor's reads and saves.
@@ -21,18 +30,21 @@ the agent's change to the open file (``follow_disk``).
 
 from __future__ import annotations
 
+import difflib
+import re
 import time
 from pathlib import PurePosixPath
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from PySide6.QtCore import Qt, QTimer, Signal, Slot
-from PySide6.QtGui import QFontDatabase, QGuiApplication, QKeySequence, QShortcut
+from PySide6.QtGui import QFontDatabase, QGuiApplication, QKeySequence, QShortcut, QTextDocument
 from PySide6.QtWidgets import (
     QFrame,
     QHBoxLayout,
     QLabel,
     QPlainTextEdit,
     QPushButton,
+    QSizePolicy,
     QVBoxLayout,
     QWidget,
 )
@@ -46,7 +58,8 @@ from workbench.ui.style import set_status_property
 if TYPE_CHECKING:
     from workbench.session import Session
 
-__all__ = ["DISK_CHECK_MS", "EDITOR_MAX_BYTES", "InstructionsEditor", "read_instruction_file"]
+__all__ = ["DISK_CHECK_MS", "EDITOR_MAX_BYTES", "InstructionsEditor", "read_instruction_file", "shown_text",
+           "text_to_save"]
 
 #: How often the open file is compared with the disk (ms).
 DISK_CHECK_MS = 2000
@@ -74,6 +87,97 @@ async def read_instruction_file(session: Session | None, path: str) -> tuple[str
     return text, "present", ""
 
 
+# -- the file's own conventions (I5: edited in place) ---------------------------------------------------------
+BOM = "\ufeff"
+#: What Qt's plain-text document takes as a line break (each becomes a new line of its view).
+_LINE_BREAK = re.compile("\r\n|\r|\n|\u2028|\u2029")
+
+
+def shown_text(raw: str | None) -> str:
+    """``raw`` as the editor shows it (``QPlainTextEdit.toPlainText`` after ``setPlainText``): no leading
+    BOM, ``\\n`` for every line break (CRLF, a lone CR, U+2028, U+2029), a space for a no-break space."""
+    if not raw:
+        return ""
+    doc = QTextDocument()
+    doc.setPlainText(raw)
+    return doc.toPlainText()
+
+
+def _split_lines(body: str) -> tuple[list[str], list[str]]:
+    """The lines of ``body`` and the break after each ("" after the last)."""
+    lines: list[str] = []
+    breaks: list[str] = []
+    pos = 0
+    for m in _LINE_BREAK.finditer(body):
+        lines.append(body[pos:m.start()])
+        breaks.append(m.group())
+        pos = m.end()
+    lines.append(body[pos:])
+    breaks.append("")
+    return lines, breaks
+
+
+def _newline_of(breaks: list[str]) -> str:
+    """The file's line ending for new lines: its most common of CRLF, LF and CR (LF in a file with none)."""
+    counts = {nl: breaks.count(nl) for nl in ("\n", "\r\n", "\r")}
+    best = max(counts, key=lambda nl: counts[nl])
+    return best if counts[best] else "\n"
+
+
+def _merge_line(raw: str, old: str, new: str) -> str:
+    """An edited line: the characters the person left alone as the file had them (a no-break space Qt
+    showed as a space stays one), the rest as typed. Only when ``raw`` maps onto ``old`` one for one."""
+    if len(raw) != len(old):
+        return new
+    parts: list[str] = []
+    for tag, i1, i2, j1, j2 in difflib.SequenceMatcher(None, old, new, autojunk=False).get_opcodes():
+        parts.append(raw[i1:i2] if tag == "equal" else new[j1:j2])
+    return "".join(parts)
+
+
+def text_to_save(raw: str | None, shown: str, edited: str) -> str:
+    """The file text to write for the editor's ``edited`` view of a file whose disk text ``raw`` it showed
+    as ``shown`` (I5, edited in place): the BOM stays, unchanged lines keep their bytes and their line
+    break, edited lines keep the characters left alone, new lines take the file's dominant line ending.
+    ``raw`` None (a new file): the text as typed."""
+    if raw is None:
+        return edited
+    if edited == shown:
+        return raw
+    bom = BOM if raw.startswith(BOM) else ""
+    lines, breaks = _split_lines(raw[len(bom):])
+    newline = _newline_of(breaks)
+    old = shown.split("\n")
+    new = edited.split("\n")
+    if len(lines) != len(old):  # the view does not line up with the file (not expected): keep BOM and endings
+        return bom + newline.join(new)
+    out: list[tuple[str, str]] = []  # (line, the file's break after it or "")
+    # Unchanged lines at both ends first: a typical edit leaves the matcher a few lines to compare.
+    head = 0
+    while head < len(old) and head < len(new) and old[head] == new[head]:
+        head += 1
+    tail = 0
+    while tail < len(old) - head and tail < len(new) - head and old[-1 - tail] == new[-1 - tail]:
+        tail += 1
+    out.extend(zip(lines[:head], breaks[:head]))
+    o_mid, n_mid = old[head:len(old) - tail], new[head:len(new) - tail]
+    for tag, i1, i2, j1, j2 in difflib.SequenceMatcher(None, o_mid, n_mid, autojunk=False).get_opcodes():
+        if tag == "equal" or (tag == "replace" and i2 - i1 == j2 - j1):
+            for k in range(i2 - i1):
+                i = head + i1 + k
+                line = lines[i] if tag == "equal" else _merge_line(lines[i], old[i], n_mid[j1 + k])
+                out.append((line, breaks[i]))
+        else:  # lines added, removed or reshaped: the new ones as typed
+            out.extend((line, "") for line in n_mid[j1:j2])
+    out.extend(zip(lines[len(lines) - tail:], breaks[len(breaks) - tail:]))
+    parts: list[str] = []
+    for n, (line, brk) in enumerate(out):
+        parts.append(line)
+        if n < len(out) - 1:
+            parts.append(brk or newline)
+    return bom + "".join(parts)
+
+
 class InstructionsEditor(QWidget):
     """One instruction file edited in place: Save, Revert, why it cannot be saved, the conflict bar, tokens."""
 
@@ -99,6 +203,8 @@ class InstructionsEditor(QWidget):
         self.open_path: str | None = None
         self._baseline: str | None = None
         """The disk text the editor is based on (None: the file did not exist)."""
+        self._baseline_view = ""
+        """``_baseline`` as the editor shows it (``shown_text``): what ``dirty`` compares the editor with."""
         self._conflict_text: str | None = None
         self._conflict = False
         self._can_save = False
@@ -142,11 +248,18 @@ class InstructionsEditor(QWidget):
         self.conflict_keep.setObjectName("instructionsConflictKeep")
         self.conflict_keep.setToolTip("Keep your edits; saving replaces the file on disk")
         self.conflict_keep.clicked.connect(self.keep_mine)
-        bar = QHBoxLayout(self.conflict_bar)
+        # The text over the whole width, the two choices under it: in a narrow dock the text stays readable.
+        bar = QVBoxLayout(self.conflict_bar)
         bar.setContentsMargins(6, 3, 6, 3)
-        bar.addWidget(self.conflict_label, 1)
-        bar.addWidget(self.conflict_reload)
-        bar.addWidget(self.conflict_keep)
+        bar.setSpacing(3)
+        bar.addWidget(self.conflict_label)
+        choices = QHBoxLayout()
+        choices.setContentsMargins(0, 0, 0, 0)
+        choices.addStretch(1)
+        choices.addWidget(self.conflict_reload)
+        choices.addWidget(self.conflict_keep)
+        bar.addLayout(choices)
+        self.conflict_bar.setSizePolicy(QSizePolicy.Policy.Preferred, QSizePolicy.Policy.Fixed)
         self.conflict_bar.setVisible(False)
 
         self.text_edit = QPlainTextEdit(self)
@@ -208,21 +321,33 @@ class InstructionsEditor(QWidget):
 
     # -- the contract -----------------------------------------------------------------------------------
     def set_session(self, session: Session | None) -> None:
-        """Edit ``session``'s files: another session closes the open file; the same one keeps it and its edits."""
+        """Edit ``session``'s files: another workspace closes the open file; the same session keeps it and
+        its edits, and so does a new session of the same workspace (G2, G9: ``workbench.yaml`` reloaded
+        before a run, Settings applied) — the buffer, its edits and its baseline stay, the rules are asked
+        again and the disk is checked against the baseline as the timer does."""
         if session is not None and session is self._session:
             return
+        previous = self._session
         self._session = session
         self._generation += 1
-        self._close_file()
         if session is not None:
             memory = session.config.memory
             self.max_file_tokens = memory.max_file_tokens
             self.max_total_tokens = memory.max_total_tokens
+        if self.open_path is not None and _same_workspace(previous, session):
+            assert session is not None
+            self._apply_verdict(*session.write_verdict(self.open_path))
+            self.update_token_count()
+            self._refresh_buttons()
+            self.disk_timer.start()
+            self.schedule_disk_check()
+            return
+        self._close_file()
 
     @property
     def dirty(self) -> bool:
         """The editor holds text that differs from the file it is based on."""
-        return self.open_path is not None and self.text_edit.toPlainText() != (self._baseline or "")
+        return self.open_path is not None and self.text_edit.toPlainText() != self._baseline_view
 
     @property
     def can_save(self) -> tuple[bool, str]:
@@ -257,9 +382,8 @@ class InstructionsEditor(QWidget):
             self._show_verdict(f"Cannot open {path}: {why}")
             return False
         self.open_path = path
-        self._baseline = text
         self._hide_conflict()
-        self._set_editor_text(text or "")
+        self._show_disk_text(text)
         self._apply_verdict(*s.write_verdict(path))
         self.path_label.setText(path + ("" if text is not None else "  (new file)"))
         self.show_message("")
@@ -270,16 +394,38 @@ class InstructionsEditor(QWidget):
         return True
 
     async def save(self) -> bool:
-        """Write the editor's text through the session (same backend and rules as the agent)."""
+        """Write the editor's text through the session (same backend and rules as the agent).
+
+        The file is read first: if it changed on disk since the editor's last look (another program,
+        ``git pull``), nothing is written and the conflict bar shows (Reload / Keep mine), as the disk
+        check would. The text written keeps the file's conventions (``text_to_save``, I5)."""
         s, path = self._session, self.open_path
         if s is None or path is None:
             return False
+        name = PurePosixPath(path).name or path
+        if self._conflict:
+            self.show_message(f"Not saved: {name} changed on disk — choose Reload or Keep mine first. "
+                              "Nothing was written.", error=True)
+            return False
         generation = self._generation
-        text = self.text_edit.toPlainText()
         self._saving = True
         self._refresh_buttons()
+        written: str | None = None
+        view = ""
+        disk: str | None = None
+        state = ""
         try:
-            await s.write_document(path, text)
+            disk, state, why = await read_instruction_file(s, path)
+            if generation != self._generation or path != self.open_path:
+                return False
+            if state in ("refused", "error"):
+                self.show_message(f"Not saved: {path} could not be read to check it before writing ({why}). "
+                                  "Nothing was written.", error=True)
+                return False
+            if disk == self._baseline and not self._conflict:
+                view = self.text_edit.toPlainText()
+                written = text_to_save(self._baseline, self._baseline_view, view)
+                await s.write_document(path, written)
         except BackendRefusal as e:
             if generation == self._generation:
                 self.show_message(f"Not saved: {e.reason or e}. Nothing was written.", error=True)
@@ -292,11 +438,22 @@ class InstructionsEditor(QWidget):
             self._saving = False
             if generation == self._generation:
                 self._refresh_buttons()
+        if written is None:  # changed on disk since the last look: ask, write nothing (Bug: Ctrl+S within 2 s)
+            if generation != self._generation or path != self.open_path:
+                return False
+            if not self._conflict:
+                self.sig_file_read.emit(path, disk, state, "")
+                if self._disk_changed(path, disk) == "reloaded":
+                    return False  # nothing was edited: the disk's text is shown now
+            self.show_message(f"Not saved: {name} changed on disk since you opened it; nothing was written. "
+                              "Choose Reload or Keep mine above.", error=True)
+            return False
         if generation != self._generation or path != self.open_path:
             return True
-        self._baseline = text
+        self._baseline = written
+        self._baseline_view = view
         self._hide_conflict()
-        self.sig_file_read.emit(path, text, "present", "")
+        self.sig_file_read.emit(path, written, "present", "")
         self.path_label.setText(path)
         self.show_message(f"Saved {path} at {time.strftime('%H:%M:%S')}. The agent sees it from the next run.")
         self._refresh_buttons()
@@ -356,8 +513,7 @@ class InstructionsEditor(QWidget):
         if self.open_path is None:
             return
         text = self._conflict_text if self._conflict else self._baseline
-        self._baseline = text
-        self._set_editor_text(text or "")
+        self._show_disk_text(text)
         self._hide_conflict()
         self.show_message("Reloaded from disk; your edits were dropped.")
         self._refresh_buttons()
@@ -368,6 +524,7 @@ class InstructionsEditor(QWidget):
         if not self._conflict:
             return
         self._baseline = self._conflict_text
+        self._baseline_view = shown_text(self._conflict_text)
         self._hide_conflict()
         self.show_message("Kept your edits; Save replaces the file on disk.")
         self._refresh_buttons()
@@ -418,8 +575,7 @@ class InstructionsEditor(QWidget):
         """The open file's disk text changed: reload silently, or show the bar if the editor is edited."""
         name = PurePosixPath(path).name or path
         if not self.dirty and not self._conflict:
-            self._baseline = text
-            self._set_editor_text(text or "", keep_cursor=True)
+            self._show_disk_text(text, keep_cursor=True)
             self.path_label.setText(path + ("" if text is not None else "  (deleted on disk)"))
             self.show_message(f"Reloaded {name}: it changed on disk ({time.strftime('%H:%M:%S')}).")
             self._refresh_buttons()
@@ -430,33 +586,52 @@ class InstructionsEditor(QWidget):
         what = "was deleted on disk" if text is None else "changed on disk"
         self.conflict_label.setText(f"{name} {what} — Reload to take that version, or Keep mine to keep your edits.")
         self.conflict_bar.setVisible(True)
+        self._fit_conflict_bar()
         self.show_message("")
         self._refresh_buttons()
         self.sig_disk_changed.emit("conflict")
         return "conflict"
+
+    def _fit_conflict_bar(self) -> None:
+        """The bar as tall as its wrapped text needs at its width (a squeezed dock shrinks the editor, not it)."""
+        layout = self.conflict_bar.layout()
+        frame = 2 * self.conflict_bar.frameWidth()
+        width = (self.conflict_bar.width() or self.width()) - frame
+        if layout is not None and layout.hasHeightForWidth() and width > 0:
+            self.conflict_bar.setFixedHeight(layout.totalHeightForWidth(width) + frame)
+
+    def resizeEvent(self, event: Any) -> None:  # noqa: N802 - Qt's name
+        super().resizeEvent(event)
+        if self._conflict:
+            self._fit_conflict_bar()
 
     def _hide_conflict(self) -> None:
         self._conflict = False
         self._conflict_text = None
         self.conflict_bar.setVisible(False)
 
-    def _set_editor_text(self, text: str, *, keep_cursor: bool = False) -> None:
-        if self.text_edit.toPlainText() == text:
-            return
-        position = self.text_edit.textCursor().position()
-        scroll = self.text_edit.verticalScrollBar().value()
-        self.text_edit.setPlainText(text)
-        if keep_cursor:
-            cursor = self.text_edit.textCursor()
-            cursor.setPosition(min(position, len(text)))
-            self.text_edit.setTextCursor(cursor)
-            self.text_edit.verticalScrollBar().setValue(scroll)
+    def _show_disk_text(self, raw: str | None, *, keep_cursor: bool = False) -> None:
+        """Base the editor on the disk text ``raw`` (None: no file) and show it, unless it shows so already."""
+        self._baseline = raw
+        view = shown_text(raw)
+        if self.text_edit.toPlainText() != view:
+            position = self.text_edit.textCursor().position()
+            scroll = self.text_edit.verticalScrollBar().value()
+            self.text_edit.setPlainText(raw or "")
+            view = self.text_edit.toPlainText()  # what dirty compares with: never marked edited on opening
+            if keep_cursor:
+                cursor = self.text_edit.textCursor()
+                cursor.setPosition(min(position, len(view)))
+                self.text_edit.setTextCursor(cursor)
+                self.text_edit.verticalScrollBar().setValue(scroll)
+        self._baseline_view = view
 
     def _close_file(self) -> None:
         self.disk_timer.stop()
         self._token_timer.stop()
         self.open_path = None
         self._baseline = None
+        self._baseline_view = ""
         self._hide_conflict()
         self._can_save, self._why_not = False, ""
         self.text_edit.setReadOnly(True)
@@ -501,3 +676,11 @@ class InstructionsEditor(QWidget):
         self.verdict_label.setText(text)
         set_status_property(self.verdict_label, "error" if text else None)
         self.verdict_label.setVisible(bool(text))
+
+
+def _same_workspace(a: Session | None, b: Session | None) -> bool:
+    """Two sessions over the same workspace folder (a reopen: ``workbench.yaml`` reloaded, Settings applied)."""
+    if a is None or b is None:
+        return False
+    wa, wb = getattr(a, "workspace", None), getattr(b, "workspace", None)
+    return wa is not None and wa == wb

@@ -80,6 +80,9 @@ class MainWindow(QMainWindow):
         self._shutdown_task: asyncio.Task[None] | None = None
         self._docks: dict[str, QDockWidget] = {}
         self._closing = False
+        self.unsaved_box: Any = None  # G2: the "unsaved instructions" question while it asks (window_open)
+        self._edits_settled = False  # G2: the close in progress was already asked about unsaved edits
+        self._edits_task: asyncio.Task[None] | None = None
         self.setDockOptions(QMainWindow.DockOption.AnimatedDocks | QMainWindow.DockOption.AllowTabbedDocks)
         # Tabs of tabbed docks on top of their group, where they read as the group's tabs (at the
         # bottom they sat right above the next dock's title and seemed to belong to it).
@@ -258,10 +261,18 @@ class MainWindow(QMainWindow):
         """Open a workspace folder (its newest thread, or ``thread_id``) and show it.
 
         G9: the new session opens before the current one closes; on failure the current one stays open
-        and the error bar shows the error with Edit / Try again (``window_open``), then it is raised."""
+        and the error bar shows the error with Edit / Try again (``window_open``), then it is raised.
+        G2: another workspace while AGENTS.md has unsaved edits asks first (Save / Discard / Cancel);
+        Cancel raises ``window_open.OpenCancelled`` and nothing changes. The same workspace again keeps
+        the edits (the editor keeps its buffer)."""
         from workbench.session import Session
 
         ws = Path(path).expanduser().resolve()
+        current = self.session
+        if current is not None and current.workspace != ws and window_open.unsaved_editor(self) is not None:
+            if not await window_open.settle_unsaved_edits(self, f"opening {ws.name}"):
+                self.status.showMessage(f"{ws} was not opened: your unsaved edits stay in the editor.", 8000)
+                raise window_open.OpenCancelled(f"{ws} was not opened: unsaved edits kept")
         try:
             trust = await window_open.trust_decision(self, ws)
             self.status.showMessage(f"Opening {ws} …")
@@ -572,6 +583,12 @@ class MainWindow(QMainWindow):
 
     # -- closing ----------------------------------------------------------------------------------------
     def closeEvent(self, event: QCloseEvent) -> None:  # noqa: N802 - Qt override
+        if (not self._quit_confirmed and not self._closing and not self._edits_settled and _loop_running()
+                and window_open.unsaved_editor(self) is not None):  # G2/G12: unsaved AGENTS.md edits: ask first
+            event.ignore()
+            if self._edits_task is None or self._edits_task.done():
+                self._edits_task = qt_async.start(self._confirm_unsaved_close(), name="confirm-unsaved")
+            return
         why = "" if self._quit_confirmed or self._closing else self.desk.quit_question()
         if why and self.desk.quit_box is None and _loop_running():  # G12: ask first; the default stays
             event.ignore()
@@ -600,6 +617,17 @@ class MainWindow(QMainWindow):
         finally:
             self._remove_error_hook()
 
+    async def _confirm_unsaved_close(self) -> None:
+        """Save / Discard / Cancel for unsaved AGENTS.md edits; then the close goes on (and may still ask
+        the quit question, G12). Cancel keeps the window open with the edits."""
+        if not await window_open.settle_unsaved_edits(self, "closing the window"):
+            return
+        self._edits_settled = True
+        try:
+            self.close()
+        finally:
+            self._edits_settled = False
+
     async def _confirm_quit(self, why: str) -> None:
         if await self.desk.confirm_quit(why):
             self._quit_confirmed = True
@@ -609,6 +637,8 @@ class MainWindow(QMainWindow):
         """Close the window (if open) and wait until its session is closed (no question asked)."""
         self._quit_confirmed = True
         self.desk.dismiss_quit_box()
+        if self.unsaved_box is not None:
+            self.unsaved_box.reject()
         if self._shutdown_task is None:
             self.close()
         if self._shutdown_task is None:  # close() sent no close event (never shown)

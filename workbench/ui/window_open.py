@@ -10,12 +10,18 @@ A changed ``workbench.yaml`` is read again before the next run starts (``Session
 workspace is reopened on the same thread, through the same trust check (W1) as any open. If the new file
 is bad, the run does not start and the error says why; the old config is never used silently.
 
+Unsaved AGENTS.md edits (the Instructions dock's editor, G2) are never dropped without a word: a reopen of
+the same workspace keeps them (the editor keeps its buffer, ``InstructionsEditor.set_session``); opening
+another workspace, or closing the window, asks first — Save / Discard / Cancel, Cancel the default and the
+Escape button, so Enter or Escape never discards (``settle_unsaved_edits``).
+
 Before any open, ``trust_decision`` asks (W1) when the workspace's ``workbench.yaml`` asks for settings
 not trusted yet (``trust_dialog.ask_trust``); the shipped demo is trusted while it asks for what it shipped with.
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import re
 from pathlib import Path
@@ -23,6 +29,7 @@ from typing import TYPE_CHECKING, Any
 
 from PySide6.QtCore import QUrl
 from PySide6.QtGui import QDesktopServices
+from PySide6.QtWidgets import QMessageBox
 
 from workbench.errors import ConfigError, WorkbenchError
 from workbench.ui import qt_async
@@ -39,6 +46,12 @@ OPEN_ERROR_TAG = "open"
 OPEN_FAILURES = (WorkbenchError, OSError)
 """What a failure to open a workspace is expected to raise. Anything else is shown the same way and
 logged with its traceback (a bug, but the window stays usable)."""
+
+
+
+class OpenCancelled(WorkbenchError):
+    """The person chose Cancel to keep unsaved edits (or Save failed): the workspace was not opened."""
+
 
 _FILE_AT_LINE = re.compile(r"^(?P<file>.+?\.ya?ml)(?::\d+)?:\s")
 
@@ -163,6 +176,77 @@ async def open_demo(window: MainWindow) -> Session | None:
     return await window.try_open_workspace(demo, model="demo")
 
 
+def unsaved_editor(window: MainWindow) -> Any | None:
+    """The Instructions dock's editor when it holds unsaved edits (G2), else None."""
+    panels = getattr(window, "panels", None)
+    panel = panels.get("Instructions") if isinstance(panels, dict) else None
+    editor = getattr(panel, "editor", None)
+    return editor if editor is not None and getattr(editor, "dirty", False) else None
+
+
+async def ask_unsaved_edits(window: MainWindow, path: str, doing: str) -> str:
+    """Ask what becomes of unsaved edits to ``path`` before ``doing``: "save", "discard" or "cancel".
+
+    G7/G12: Cancel (keep the edits and stay) is the default and the Escape button; Discard is never
+    the default, so Enter or Escape never discards. ``window.unsaved_box`` is the box while it asks."""
+    box = QMessageBox(QMessageBox.Icon.Warning, "Unsaved instructions",
+                      f"{path} has edits that are not saved.", QMessageBox.StandardButton.NoButton, window)
+    box.setObjectName("unsaved_edits")
+    box.setInformativeText(f"Save them before {doing}? Discard drops them; Cancel keeps them and goes back "
+                           "to the editor.")
+    save = box.addButton("Save", QMessageBox.ButtonRole.AcceptRole)
+    save.setObjectName("unsaved_edits_save")
+    discard = box.addButton("Discard", QMessageBox.ButtonRole.DestructiveRole)
+    discard.setObjectName("unsaved_edits_discard")
+    cancel = box.addButton("Cancel", QMessageBox.ButtonRole.RejectRole)
+    cancel.setObjectName("unsaved_edits_cancel")
+    save.setAutoDefault(False)
+    discard.setAutoDefault(False)
+    box.setDefaultButton(cancel)
+    box.setEscapeButton(cancel)
+    window.unsaved_box = box
+    try:
+        await qt_async.ask_dialog(box)
+        clicked = box.clickedButton()
+    except asyncio.CancelledError:
+        return "cancel"
+    finally:
+        window.unsaved_box = None
+        qt_async.release_dialog(box)
+    if clicked is save:
+        return "save"
+    if clicked is discard:
+        return "discard"
+    return "cancel"
+
+
+async def settle_unsaved_edits(window: MainWindow, doing: str) -> bool:
+    """Before ``doing`` something that drops the editor's buffer (another workspace, closing): True to go
+    on (nothing unsaved, saved, or discarded), False to stay (Cancel, or Save did not write: the editor
+    says why, e.g. the file changed on disk and the conflict bar shows)."""
+    editor = unsaved_editor(window)
+    if editor is None:
+        return True
+    choice = await ask_unsaved_edits(window, editor.open_path or "AGENTS.md", doing)
+    if choice == "discard":
+        return True
+    if choice == "save" and await editor.save():
+        return True
+    _show_instructions(window)  # back to the editor (and, after a failed Save, why it did not save)
+    if choice == "save":
+        window.status.showMessage(f"{editor.open_path} was not saved: see the Instructions panel.", 8000)
+    return False
+
+
+def _show_instructions(window: MainWindow) -> None:
+    try:
+        from workbench.ui.panels import show_dock
+
+        show_dock(window, "Instructions")
+    except Exception:  # noqa: BLE001 - only a convenience
+        log.debug("could not show the Instructions dock", exc_info=True)
+
+
 async def reload_then_send(window: MainWindow, text: str) -> str:
     """G9: the workspace's workbench.yaml changed since it was opened: open it again on the same thread
     (trust asked again if it now asks for more, W1), then send ``text``. A bad file: the run does not
@@ -179,5 +263,6 @@ async def reload_then_send(window: MainWindow, text: str) -> str:
     return await window._drive(text)
 
 
-__all__ = ["OPEN_ERROR_TAG", "OPEN_FAILURES", "clear_open_error", "edit_file", "file_to_edit", "open_demo",
-           "reload_then_send", "show_open_error", "trust_decision"]
+__all__ = ["OPEN_ERROR_TAG", "OPEN_FAILURES", "OpenCancelled", "ask_unsaved_edits", "clear_open_error", "edit_file",
+           "file_to_edit", "open_demo", "reload_then_send", "settle_unsaved_edits", "show_open_error",
+           "trust_decision", "unsaved_editor"]
