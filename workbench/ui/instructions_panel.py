@@ -182,7 +182,9 @@ class InstructionsPanel(QWidget):
         """Show ``session``'s instruction files: config order, the newest report, then the disk.
 
         The same session again (another thread of the workspace) keeps the editor and its unsaved
-        edits: the files belong to the workspace, only the last run's fates belong to the thread.
+        edits: the files belong to the workspace, only the last run's fates belong to the thread. A new
+        session of the same workspace (``workbench.yaml`` reloaded, Settings applied, G9) reads the list
+        again but the editor keeps its open file and unsaved edits (``InstructionsEditor.set_session``).
         """
         same_workspace = session is not None and session is self._session
         self._session = session
