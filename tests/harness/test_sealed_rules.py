@@ -103,3 +103,18 @@ def test_W1_the_seal_secret_lives_in_the_protected_key_folder(tmp_path):
     assert secret.is_file()
     assert oct(secret.stat().st_mode & 0o777) == "0o600"
     assert oct(key_folder().stat().st_mode & 0o777) == "0o700"
+
+
+def test_W1_a_rule_read_again_is_checked_against_the_account_reading_it(tmp_path, monkeypatch):
+    """The rules of a frozen state value are kept between the three reads of one tool call, but never
+    across accounts: under another key folder (another secret) the same value grants nothing."""
+    from workbench.engine.frozen import freeze
+
+    monkeypatch.setenv("WORKBENCH_DATA_DIR", str(tmp_path / "mine"))
+    stored = freeze([sealed_rule_dict(ALLOW_ALL)], "permission_rules")
+    assert state_session_rules(stored) == [ALLOW_ALL]
+    assert state_session_rules(stored) == [ALLOW_ALL]  # read again: the same
+    monkeypatch.setenv("WORKBENCH_DATA_DIR", str(tmp_path / "someone-else"))
+    assert state_session_rules(stored) == []
+    monkeypatch.setenv("WORKBENCH_DATA_DIR", str(tmp_path / "mine"))
+    assert state_session_rules(stored) == [ALLOW_ALL]

@@ -68,12 +68,14 @@ from workbench.backends.base import (
 )
 from workbench.backends.guard import PathGuard, guarding
 from workbench.config import CONFIG_FILENAME, EFFECTS, PermissionRule, default_permission_rules, parse_config
-from workbench.seal import SealError, seal, sealed
+from workbench.engine.frozen import FrozenList
 from workbench.engine.messages import ToolCall
 from workbench.engine.middleware import AgentMiddleware, CallTool, HookContext, Question, ToolContext
 from workbench.engine.tools import NeedsApproval, Tool, ToolOutcome
 from workbench.errors import ConfigError
 from workbench.harness.command_rules import UnjudgedPart, match_command
+from workbench.keystore import key_folder
+from workbench.seal import SealError, seal, sealed
 
 __all__ = [
     "PermissionsMiddleware",
@@ -267,7 +269,27 @@ def state_session_rules(stored: Any) -> list[PermissionRule]:
     (``workbench.seal``: an HMAC under a secret only this account can read); a rule without a valid one
     (forged, copied from another account's store, or kept by a version before seals) is left out, so
     the person is asked again. A malformed rule is left out too, loudly.
+
+    Called three times a tool call (its verdicts, its symlinks' verdicts, its guard) on the same state
+    value: a frozen list (M3) cannot change, so the last one's rules are kept, with the key folder they
+    were checked against (the seal's secret lives there), instead of one HMAC per rule each time.
     """
+    global _last_read
+    frozen = isinstance(stored, FrozenList)
+    if frozen and _last_read is not None and _last_read[0] is stored:
+        folder = key_folder()
+        if _last_read[1] == folder:
+            return list(_last_read[2])
+    out = _read_session_rules(stored)
+    if frozen:
+        _last_read = (stored, key_folder(), tuple(out))
+    return out
+
+
+_last_read: tuple[Any, Any, tuple[PermissionRule, ...]] | None = None
+
+
+def _read_session_rules(stored: Any) -> list[PermissionRule]:
     out = []
     for d in stored or []:
         rule = _rule_from_dict(d) if isinstance(d, Mapping) else None
