@@ -487,6 +487,8 @@ class DelegationMiddleware(AgentMiddleware):
         """What is left for a new envelope of this thread's budgets (run and session scope, B1, D8), per
         field, the smallest over budgets; None without a budget. Each limit less what was spent (counted)
         less what this thread's tasks not yet counted hold (``_held``)."""
+        from workbench.harness.budget import _round
+
         left = _left(ctx)
         if not left or self.runner is None:
             return left
@@ -547,10 +549,6 @@ def _nothing_left(empty: Mapping[str, float]) -> str:
     fields = ", ".join(f"{k} {v:g} left" for k, v in empty.items())
     return (f"nothing is left of this conversation's budget for a new envelope ({fields}, counting what the "
             "tasks still running or not yet counted hold). Wait for running tasks to settle, or finish without it.")
-
-
-def _round(value: float) -> float:
-    return round(value, 9)
 
 
 def _exceeds(envelope: Mapping[str, float] | None, left: Mapping[str, float] | None) -> str:
