@@ -226,7 +226,7 @@ class Engine(ModelCalls, ToolCalls):
         same transaction (R8): those that finished keep their journaled results and writes, a call that
         started without finishing says it may have taken effect, the others that they did not run.
         Returns the next event number (None when nothing was cut off)."""
-        records = [r for r in self.store.runs(thread_id) if r.status == "running"]
+        records = self.store.runs(thread_id, status="running")
         if cp is not None and cp.status == "running" and cp.run_id not in {r.id for r in records}:
             found = self.store.run(cp.run_id)
             if found is None or found.status != "done":  # e.g. a recover (record still "failed") killed mid-step

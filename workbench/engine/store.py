@@ -389,13 +389,16 @@ class Store(PagedReads):
             ).fetchone()
         return _run(row) if row else None
 
-    def runs(self, thread_id: str) -> list[RunRecord]:
+    def runs(self, thread_id: str, *, status: str | None = None) -> list[RunRecord]:
+        """The thread's runs, oldest first; with ``status`` only those (chosen in SQL: the start of every
+        turn asks for the ``running`` ones of a thread that may hold thousands)."""
+        sql = "SELECT id, thread_id, status, input, answer, error, usage, started, finished FROM runs WHERE thread_id=?"
+        args: tuple[Any, ...] = (thread_id,)
+        if status is not None:
+            sql += " AND status=?"
+            args += (status,)
         with self._lock:
-            rows = self._db.execute(
-                "SELECT id, thread_id, status, input, answer, error, usage, started, finished FROM runs"
-                " WHERE thread_id=? ORDER BY started",
-                (thread_id,),
-            ).fetchall()
+            rows = self._db.execute(sql + " ORDER BY started", args).fetchall()
         return [_run(r) for r in rows]
 
     def save_run(self, run: RunRecord) -> None:
