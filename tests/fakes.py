@@ -1,11 +1,14 @@
-"""Stand-ins the tests share: a backend whose reads fail on demand, an in-memory OS keyring, and
-``until``, the one way an asyncio test polls for a condition (with a deadline, checking it)."""
+"""Stand-ins the tests share: a backend whose reads fail on demand, an in-memory OS keyring,
+``until``, the one way an asyncio test polls for a condition (with a deadline, checking it), and the
+process table read from /proc (``alive``, ``with_marker``: psutil is not a dependency)."""
 
 from __future__ import annotations
 
 import asyncio
+import os
 import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 from keyring.backend import KeyringBackend
@@ -25,6 +28,30 @@ async def until(predicate: Callable[[], Any], timeout: float = 10.0, what: str =
         if time.monotonic() > deadline:
             raise AssertionError(f"timed out after {timeout} s waiting for {what}")
         await asyncio.sleep(0.005)
+
+
+def alive(pid: int) -> bool:
+    """Whether a process exists and is not a zombie (read from /proc: psutil is not a dependency)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except (FileNotFoundError, ProcessLookupError):
+        return False
+    return stat.rsplit(")", 1)[1].split()[0] not in ("Z", "X")
+
+
+def with_marker(marker: str) -> list[int]:
+    """The live processes whose command line holds ``marker``."""
+    out = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            cmdline = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode("utf-8", "replace")
+        except OSError:
+            continue
+        if marker in cmdline and int(entry.name) != os.getpid() and alive(int(entry.name)):
+            out.append(int(entry.name))
+    return out
 
 
 class FailingReads(FileBackend):
@@ -77,3 +104,15 @@ class MemoryKeyring(KeyringBackend):
     def delete_password(self, service: str, username: str) -> None:
         if self.passwords.pop((service, username), None) is None:
             raise PasswordDeleteError(username)
+
+
+def subagent_workspace(tmp_path: Path, api_base: str) -> Path:
+    """A workspace whose agent (``openai/parent``) may launch the background sub-agent ``researcher``
+    (``openai/researcher``), both against the stub at ``api_base``, every call allowed."""
+    ws = tmp_path / "ws"
+    ws.mkdir(exist_ok=True)
+    (ws / "workbench.yaml").write_text(
+        f"model: openai/parent\napi_base: {api_base}\npermissions: {{default: allow}}\n"
+        "subagents:\n  async: true\n  agents:\n"
+        "    - {name: researcher, description: Reads., model: openai/researcher}\n", encoding="utf-8")
+    return ws

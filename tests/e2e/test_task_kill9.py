@@ -19,21 +19,12 @@ from pathlib import Path
 import pytest
 
 from tests.e2e.test_cli import cli, env  # noqa: F401 - env is a fixture
+from tests.fakes import subagent_workspace
 from tests.stub_server import StubReply, StubServer
 from workbench.engine.store import Store
 from workbench.engine.task_store import SqliteTaskStore
 
 CUT_OFF_TASK = "the process running it ended before it finished"
-
-
-def _workspace(tmp_path: Path, stub: StubServer) -> Path:
-    ws = tmp_path / "ws"
-    ws.mkdir(exist_ok=True)
-    (ws / "workbench.yaml").write_text(
-        f"model: openai/parent\napi_base: {stub.url}\npermissions: {{default: allow}}\n"
-        "subagents:\n  async: true\n  agents:\n"
-        "    - {name: researcher, description: Reads., model: openai/researcher}\n", encoding="utf-8")
-    return ws
 
 
 def _tasks(ws: Path) -> list:
@@ -113,7 +104,7 @@ async def test_D5_R9_kill_9_during_a_foreground_task_then_resume_settles_the_tas
     """D5, D7, R9, R2: after kill -9 mid foreground sub-agent, ``workbench resume`` (recover) settles the
     parent's delegation call as not finished (never run again) AND the task it drove: ``failed``, "the
     process running it ended…", with its ``task_settled``; the thread can then be deleted."""
-    ws = _workspace(tmp_path, stub_server)
+    ws = subagent_workspace(tmp_path, stub_server.url)
     thread = _kill_during_foreground_task(ws, wb_env, stub_server)
     resumed = cli(["resume", "--thread", thread], ws, wb_env)
     assert resumed.returncode == 0, resumed.stderr
@@ -126,7 +117,7 @@ async def test_D5_R9_kill_9_during_a_foreground_task_then_resume_settles_the_tas
 async def test_D5_R9_kill_9_during_a_foreground_task_then_a_new_turn_settles_the_task(tmp_path, wb_env, stub_server):
     """D5, D7, R9: after kill -9 mid foreground sub-agent, a NEW turn on the thread closes the cut-off
     run (``_close_cut_off``) and settles the task its delegation call drove, in the same closing."""
-    ws = _workspace(tmp_path, stub_server)
+    ws = subagent_workspace(tmp_path, stub_server.url)
     thread = _kill_during_foreground_task(ws, wb_env, stub_server)
     second = cli(["run", "--thread", thread, "A new turn"], ws, wb_env)
     assert second.returncode == 0, second.stderr

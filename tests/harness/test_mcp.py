@@ -22,7 +22,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tests.fakes import until
+from tests.fakes import alive, until, with_marker
 from tests.stub_server import StubReply, StubServer
 from workbench.errors import ConfigError
 from workbench.harness import mcp_launch
@@ -38,30 +38,6 @@ pytestmark = pytest.mark.timeout(120)
 
 
 # ------------------------------------------------------------------------------------------ helpers
-
-
-def alive(pid: int) -> bool:
-    """Whether a process exists and is not a zombie (read from /proc: psutil is not a dependency)."""
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except (FileNotFoundError, ProcessLookupError):
-        return False
-    return stat.rsplit(")", 1)[1].split()[0] not in ("Z", "X")
-
-
-def with_marker(marker: str) -> list[int]:
-    """The live processes whose command line holds ``marker``."""
-    out = []
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            cmdline = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode("utf-8", "replace")
-        except OSError:
-            continue
-        if marker in cmdline and int(entry.name) != os.getpid() and alive(int(entry.name)):
-            out.append(int(entry.name))
-    return out
 
 
 def tiny(mode: str, marker: str, *extra: str, **options: Any) -> str:

@@ -8,7 +8,6 @@ Servers panel and ``workbench mcp`` show."""
 from __future__ import annotations
 
 import json
-import os
 import sys
 import time
 import uuid
@@ -16,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.fakes import until
+from tests.fakes import alive, until, with_marker
 from tests.stub_server import StubReply, StubServer
 from workbench.config import McpServerConfig
 from workbench.harness import mcp_server, mcp_tools
@@ -27,28 +26,6 @@ from workbench.session import Session
 HOSTILE = Path(__file__).resolve().parents[1] / "mcp_servers" / "hostile.py"
 
 pytestmark = pytest.mark.timeout(60)
-
-
-def alive(pid: int) -> bool:
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except (FileNotFoundError, ProcessLookupError):
-        return False
-    return stat.rsplit(")", 1)[1].split()[0] not in ("Z", "X")
-
-
-def with_marker(marker: str) -> list[int]:
-    out = []
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            cmdline = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode("utf-8", "replace")
-        except OSError:
-            continue
-        if marker in cmdline and int(entry.name) != os.getpid() and alive(int(entry.name)):
-            out.append(int(entry.name))
-    return out
 
 
 @pytest.fixture

@@ -22,6 +22,7 @@ from pathlib import Path
 import pytest
 
 from tests.e2e.test_cli import env  # noqa: F401 - a fixture
+from tests.fakes import subagent_workspace
 from tests.stub_server import StubReply, StubServer
 from workbench.engine.middleware import RunResult
 from workbench.engine.store import Store
@@ -31,16 +32,6 @@ from workbench.errors import RunError
 from workbench.harness.task_runner import LocalTaskRunner
 
 TIMEOUT = 120
-
-
-def _workspace(tmp_path: Path, stub: StubServer) -> Path:
-    ws = tmp_path / "ws"
-    ws.mkdir(exist_ok=True)
-    (ws / "workbench.yaml").write_text(
-        f"model: openai/parent\napi_base: {stub.url}\npermissions: {{default: allow}}\n"
-        "subagents:\n  async: true\n  agents:\n"
-        "    - {name: researcher, description: Reads., model: openai/researcher}\n", encoding="utf-8")
-    return ws
 
 
 def _popen(args: list[str], cwd: Path, env: dict[str, str]) -> subprocess.Popen[str]:
@@ -91,7 +82,7 @@ def _holder(ws: Path, thread: str):
 @pytest.fixture
 def driven(tmp_path, env, stub_server: StubServer):  # noqa: F811 - env is the e2e fixture
     """A ``workbench run`` driving one background researcher task, whose model call is in flight."""
-    ws = _workspace(tmp_path, stub_server)
+    ws = subagent_workspace(tmp_path, stub_server.url)
     stub_server.script_for("parent", StubReply(tool_calls=[("delegate_to_researcher",
                                                             {"task": "Research it", "background": True}, "d1")]),
                            StubReply(text="launched"))
@@ -160,7 +151,7 @@ async def test_D10_abort_from_another_process_then_delete_leaves_nothing_written
     thread that is gone, no child checkpoint, no task row brought back, no further model call."""
     from workbench.session import Session
 
-    ws = _workspace(tmp_path, stub_server)
+    ws = subagent_workspace(tmp_path, stub_server.url)
     stub_server.script_for("parent", StubReply(tool_calls=[("delegate_to_researcher",
                                                             {"task": "Research it", "background": True}, "d1")]),
                            StubReply(text="launched"))
@@ -205,7 +196,7 @@ async def test_D10_abort_of_a_task_whose_driver_does_not_answer_is_refused_namin
     ``recover`` elsewhere would not run it."""
     from workbench.session import Session
 
-    ws = _workspace(tmp_path, stub_server)
+    ws = subagent_workspace(tmp_path, stub_server.url)
     sleeper = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)"])
     try:
         time.sleep(0.2)
@@ -241,7 +232,7 @@ async def test_D10_a_stop_asked_while_its_process_was_gone_is_honoured_by_recove
     recovers the thread's tasks: it ends ``aborted`` without running."""
     from workbench.session import Session
 
-    ws = _workspace(tmp_path, stub_server)
+    ws = subagent_workspace(tmp_path, stub_server.url)
     st = Store.for_workspace(ws)
     tasks = SqliteTaskStore(st)
     parent = st.create_thread(title="p")
