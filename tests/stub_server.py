@@ -29,6 +29,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, fields
 from typing import Any
 
+import orjson
 from aiohttp import web
 
 __all__ = ["StubReply", "StubServer"]
@@ -239,7 +240,7 @@ class StubServer:
         if self.on_arrival is not None:
             self.on_arrival(arrived)
         try:
-            body = await request.json()
+            body = await request.json(loads=_loads)
         except json.JSONDecodeError:
             body = {"_invalid_json": await request.text()}
         with self._lock:
@@ -423,6 +424,17 @@ class StubServer:
                 }
             )
         await send("[DONE]")
+
+
+def _loads(text: str) -> Any:
+    """The request body, parsed by orjson where it can (a 1,000-message body, ~200 KB: 0.4 ms instead of
+    0.8): the stub stands in for a provider, and its parse is no client's cost. Every side of the
+    benchmarks talks to the same stub. What orjson refuses and the standard library reads (a lone
+    surrogate's escape, NaN, a number past a double) is read by the standard library, as before."""
+    try:
+        return orjson.loads(text)
+    except orjson.JSONDecodeError:
+        return json.loads(text)
 
 
 def _text_of(content: Any) -> str:

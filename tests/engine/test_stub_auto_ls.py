@@ -123,3 +123,27 @@ def test_each_request_s_arrival_time_is_recorded_and_reported(auto_stub: StubSer
     assert before <= auto_stub.arrivals[0] <= auto_stub.arrivals[1] <= after
     auto_stub.reset()
     assert auto_stub.arrivals == []
+
+
+@pytest.mark.parametrize("raw, content", [
+    ('"plain text, \\u00e9 and \\ud83d\\ude00"', "plain text, é and 😀"),  # orjson reads it
+    ('"a lone \\ud800 surrogate"', "a lone \ud800 surrogate"),  # orjson refuses: the standard library reads it
+])
+def test_stub_reads_every_body_the_standard_library_reads(raw: str, content: str) -> None:
+    """The stub parses bodies with orjson for speed (issue 9), yet keeps what it recorded as before: a
+    body orjson refuses (R10's lone surrogates, sent back in the history) is still read, not refused."""
+    server = StubServer().start()
+    try:
+        server.script("ok")
+        parts = urlsplit(server.url)
+        conn = http.client.HTTPConnection(parts.hostname, parts.port, timeout=10)
+        body = '{"model": "m", "stream": false, "messages": [{"role": "user", "content": ' + raw + '}]}'
+        conn.request("POST", f"{parts.path}/chat/completions", headers={"Content-Type": "application/json"},
+                     body=body.encode("ascii"))
+        resp = conn.getresponse()
+        assert resp.status == 200, resp.read()
+        resp.read()
+        conn.close()
+        assert server.requests[-1]["messages"][0]["content"] == content
+    finally:
+        server.stop()
