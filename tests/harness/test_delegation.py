@@ -4,6 +4,7 @@ against the loopback stub (litellm for real), which answers the parent and each 
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 from pathlib import Path
 from typing import Any
@@ -269,6 +270,79 @@ async def test_d9_a_background_tasks_decision_waits_in_the_inbox_while_the_paren
         assert session.task(task.id).status == "completed"
         assert (ws / "y").read_text() == "y"
         assert not [d for d in session.pending_decisions() if d.source == "task"]
+    finally:
+        await session.close()
+
+
+async def test_d9_r3_a_background_tasks_answer_for_a_question_it_no_longer_asks_runs_nothing(
+        tmp_path: Path, stub_server: StubServer) -> None:
+    """R3/Q for a background task: an answer bound to another question (the person was shown one call,
+    and by the time the answer reached the task it asked another, maybe under the same id) is refused:
+    nothing runs, and the task waits on its question again, to be answered anew — it does not fail."""
+    from workbench.decisions import bind
+
+    ws = workspace(tmp_path, stub_server, permissions="{default: ask, rules: [{allow: invoke, tool: delegate_to_*}]}")
+    stub_server.script_for("parent",
+                           StubReply(tool_calls=[("delegate_to_writer", {"task": "Write y", "background": True})]),
+                           StubReply(text="Launched; I go on."))
+    stub_server.script_for("writer", StubReply(tool_calls=[("write_file", {"path": "/project/y", "content": "y"})]),
+                           StubReply(text="Wrote y."))
+    session = await Session.open(ws, api_key="sk-test")
+    try:
+        assert (await session.run("go")).status == "done"
+        assert await session.wait_for_tasks(10)
+        [task] = session.tasks()
+        [item] = [d for d in session.pending_decisions() if d.source == "task"]
+        other = dataclasses.replace(item.question, payload={**item.question.payload,
+                                                            "arguments": {"path": "/project/z", "content": "z"}})
+        session.answer_task(task.id, bind({item.id: {"decision": "approve"}}, [other]))  # shown: another call
+        assert await session.wait_for_tasks(10)
+        assert session.task(task.id).status == "awaiting_decision"  # not failed: it waits again
+        assert not (ws / "y").exists() and not (ws / "z").exists()
+        [again] = [d for d in session.pending_decisions() if d.source == "task"]
+        assert again.question == item.question
+        session.answer_task(task.id, bind({again.id: {"decision": "approve"}}, [again.question]))
+        assert await session.wait_for_tasks(10)
+        assert session.task(task.id).status == "completed" and (ws / "y").read_text() == "y"
+    finally:
+        await session.close()
+
+
+async def test_d9_r3_the_cli_answers_a_background_tasks_question_bound_to_the_one_it_showed(
+        tmp_path: Path, stub_server: StubServer) -> None:
+    """``workbench run --approve all`` waiting on a background task: the answers it hands the task name
+    the questions it decided (R3/Q), so a task that asks another by then refuses them and runs nothing."""
+    import io
+
+    from workbench.cli.decide import _Decider
+    from workbench.cli.output import _Output
+    from workbench.cli.tasks import wait_for_background
+    from workbench.decisions import question_fingerprint
+
+    ws = workspace(tmp_path, stub_server, permissions="{default: ask, rules: [{allow: invoke, tool: delegate_to_*}]}")
+    stub_server.script_for("parent",
+                           StubReply(tool_calls=[("delegate_to_writer", {"task": "Write y", "background": True})]),
+                           StubReply(text="Launched; I go on."))
+    stub_server.script_for("writer", StubReply(tool_calls=[("write_file", {"path": "/project/y", "content": "y"})]),
+                           StubReply(text="Wrote y."))
+    session = await Session.open(ws, api_key="sk-test")
+    try:
+        assert (await session.run("go")).status == "done"
+        sent: list[dict[str, Any]] = []
+        shown: dict[str, str] = {}
+        answer = session.answer_task
+
+        def recording(task_id: str, decisions: dict[str, Any]) -> None:
+            shown.update({d.id: question_fingerprint(d.question) for d in session.pending_decisions()
+                          if d.task_id == task_id})
+            sent.append({k: dict(v) for k, v in decisions.items()})
+            answer(task_id, decisions)
+
+        session.answer_task = recording  # type: ignore[method-assign]
+        output = _Output(False, out=io.StringIO(), err=io.StringIO())
+        left = await wait_for_background(session, output, _Decider("all", "ask", interactive=False, output=output))
+        assert left == [] and (ws / "y").read_text() == "y"
+        assert [{k: d["fingerprint"] for k, d in ds.items()} for ds in sent] == [shown] and shown
     finally:
         await session.close()
 

@@ -42,6 +42,27 @@ def tasks_workspace(tmp_path: Path, stub_server: StubServer, monkeypatch: pytest
     return make
 
 
+def spy_answers(window: Any) -> list[tuple[str, dict[str, Any]]]:
+    """Record what the window hands ``Session.answer_task`` (the real call still runs)."""
+    session = window.session
+    sent: list[tuple[str, dict[str, Any]]] = []
+    answer = session.answer_task
+
+    def recording(task_id: str, decisions: dict[str, Any]) -> None:
+        sent.append((task_id, {k: dict(v) for k, v in decisions.items()}))
+        answer(task_id, decisions)
+
+    session.answer_task = recording
+    return sent
+
+
+def bound_to_waiting(window: Any, task_id: str) -> dict[str, str]:
+    """R3/Q: each waiting question of the task by id, with the fingerprint an answer to it must carry."""
+    from workbench.decisions import question_fingerprint
+
+    return {d.id: question_fingerprint(d.question) for d in window.session.pending_decisions() if d.task_id == task_id}
+
+
 def board(window: Any) -> Any:
     """The window's Tasks board, tabbed with the Decisions inbox (and a stand-in "Other" dock)."""
     from workbench.ui import panels
@@ -221,9 +242,13 @@ async def test_d9_q1_a_background_tasks_approval_answered_from_the_inbox(windows
         qtbot.keyClick(widget, Qt.Key.Key_Return)
     await asyncio.sleep(0.1)
     assert window.session.task(task.id).status == "awaiting_decision" and not (ws / "y").exists()
+    shown = bound_to_waiting(window, task.id)
+    sent = spy_answers(window)
     inbox.approve_button.setFocus()
     qtbot.keyClick(inbox.approve_button, Qt.Key.Key_Space)
     await wait_for(lambda: window.session.task(task.id).status == "completed", 20, "the task to complete")
+    # R3/Q: the answer names the question the inbox showed, so a task asking another by then refuses it
+    assert [(t, {k: d["fingerprint"] for k, d in ds.items()}) for t, ds in sent] == [(task.id, shown)]
     assert (ws / "y").read_text() == "y"
     assert window.session.thread_id == parent  # never switched to the task's thread
     await wait_for(lambda: inbox.tree.topLevelItemCount() == 0, 10, "the item to leave the inbox")
@@ -271,10 +296,14 @@ async def test_d10_answer_decision_from_the_board_rejects_with_enter_in_the_mess
     agent = dialog.findChild(type(dialog.header), "approval_agent")
     assert f"Sub-agent <b>writer</b> (task {task.id}) asks to write /project/y" in agent.text()
     assert button(dialog, "stop_run").text() == "Abort task"  # for a background task's call
+    shown = bound_to_waiting(window, task.id)
+    sent = spy_answers(window)
     dialog.reject_message.setFocus()
     qtbot.keyClicks(dialog.reject_message, "not now")
     qtbot.keyClick(dialog.reject_message, Qt.Key.Key_Return)
     await wait_for(lambda: window.session.task(task.id).status == "completed", 20, "the task to go on and finish")
+    # R3/Q: the dialog's answer names the question it showed
+    assert [(t, {k: d["fingerprint"] for k, d in ds.items()}) for t, ds in sent] == [(task.id, shown)]
     assert not (ws / "y").exists()
     assert visible_dialog("approval_dialog") is None
     writer_last = [r for r in stub_server.requests if r["model"] == "writer"][-1]

@@ -165,7 +165,11 @@ async def wait_for_background(session: Session, output: _Output, decider: _Decid
             for q in questions:
                 output.line(f"task {task.id} asked: {q.kind} {_question_summary(q.kind, q.payload)} → "
                             f"{decisions[q.id].get('decision')}")
-            session.answer_task(task.id, decisions)
+            from workbench.decisions import bind
+
+            # R3/Q: each answer names the question it was given for: a task asking another by then
+            # refuses it, runs nothing and waits again (asked again on the next pass here)
+            session.answer_task(task.id, bind(decisions, questions))
             answered = True
         if not answered:  # every task has settled, or waits for a decision nobody here can give
             return [left[t.id] for t in _unsettled(session) if t.id in left]

@@ -53,6 +53,7 @@ from workbench.engine.agent import Engine
 from workbench.engine.events import Event
 from workbench.engine.middleware import RunResult
 from workbench.engine.task_store import SETTLED, TaskRecord, TaskStore
+from workbench.engine.tool_calls import QuestionChanged
 from workbench.engine.usage import Usage
 from workbench.harness.task_loop import TaskLoop
 
@@ -507,6 +508,12 @@ class LocalTaskRunner:
             if run.done() and not run.cancelled() and run.exception() is None:
                 self._record_result(self.tasks.task(task_id) or record, run.result())
             raise
+        except QuestionChanged as e:
+            # R3/Q: the answer was given for a question the task no longer asks (another process
+            # answered it and the sub-agent asked again, maybe under the same id). Nothing ran: the
+            # task waits on its current questions, to be answered again; it has not failed.
+            log.warning("task %s: %s", task_id, e)
+            result = RunResult("interrupted", "", Usage(), error=str(e), thread_id=record.child_thread)
         except Exception as e:  # a task's failure is its own (D9): stored, siblings go on
             result = RunResult("failed", "", Usage(), error=f"{type(e).__name__}: {e}", thread_id=record.child_thread)
         self._record_result(self.tasks.task(task_id) or record, result, expired=expired)

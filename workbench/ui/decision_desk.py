@@ -207,13 +207,15 @@ class DecisionDesk(QObject):
         except WorkbenchError:
             self.refresh()  # a stale row (answered elsewhere, or the task aborted): show what waits now
             raise
-        batch = {i.id for i in session.pending_decisions() if i.thread_id == thread_id}
-        decided = session.decided(thread_id)
+        waiting = [i for i in session.pending_decisions() if i.thread_id == thread_id]
+        batch = {i.id for i in waiting}
+        decided = session.decided(thread_id)  # only drafts made for the questions waiting now
         dialog = self._open_dialog(batch)
         if batch and batch <= set(decided):
             task = session.task(task_id)
             if task is not None and task.status == "awaiting_decision":
-                session.answer_task(task_id, decided)
+                # R3/Q: each answer names its question, so the task refuses it if it asks another by then
+                session.answer_task(task_id, bind(decided, [i.question for i in waiting]))
             if dialog is not None:
                 dialog.sync(decided)  # a dialog the board opened for this task: it is done
         elif dialog is not None:
@@ -273,7 +275,7 @@ class DecisionDesk(QObject):
         if decisions == STOP_RUN:
             await session.abort_task(task_id)
         else:
-            session.answer_task(task_id, dict(decisions))  # type: ignore[arg-type]
+            session.answer_task(task_id, bind(dict(decisions), shown))  # type: ignore[arg-type]
         self.refresh()
 
     async def _bring(self, item: PendingDecision) -> bool:
