@@ -248,14 +248,20 @@ async def test_d4_a_rejected_sub_agent_call_is_the_sub_agents_to_handle(tmp_path
         await session.close()
 
 
-async def test_d9_a_background_tasks_decision_waits_in_the_inbox_while_the_parent_goes_on(
-        tmp_path: Path, stub_server: StubServer) -> None:
+def background_writer(tmp_path: Path, stub_server: StubServer) -> Path:
+    """A workspace whose parent launches a background writer; the writer asks to write /project/y."""
     ws = workspace(tmp_path, stub_server, permissions="{default: ask, rules: [{allow: invoke, tool: delegate_to_*}]}")
     stub_server.script_for("parent",
                            StubReply(tool_calls=[("delegate_to_writer", {"task": "Write y", "background": True})]),
                            StubReply(text="Launched; I go on."))
     stub_server.script_for("writer", StubReply(tool_calls=[("write_file", {"path": "/project/y", "content": "y"})]),
                            StubReply(text="Wrote y."))
+    return ws
+
+
+async def test_d9_a_background_tasks_decision_waits_in_the_inbox_while_the_parent_goes_on(
+        tmp_path: Path, stub_server: StubServer) -> None:
+    ws = background_writer(tmp_path, stub_server)
     session = await Session.open(ws, api_key="sk-test")
     try:
         result = await session.run("go")
@@ -281,12 +287,7 @@ async def test_d9_r3_a_background_tasks_answer_for_a_question_it_no_longer_asks_
     nothing runs, and the task waits on its question again, to be answered anew — it does not fail."""
     from workbench.decisions import bind
 
-    ws = workspace(tmp_path, stub_server, permissions="{default: ask, rules: [{allow: invoke, tool: delegate_to_*}]}")
-    stub_server.script_for("parent",
-                           StubReply(tool_calls=[("delegate_to_writer", {"task": "Write y", "background": True})]),
-                           StubReply(text="Launched; I go on."))
-    stub_server.script_for("writer", StubReply(tool_calls=[("write_file", {"path": "/project/y", "content": "y"})]),
-                           StubReply(text="Wrote y."))
+    ws = background_writer(tmp_path, stub_server)
     session = await Session.open(ws, api_key="sk-test")
     try:
         assert (await session.run("go")).status == "done"
@@ -319,12 +320,7 @@ async def test_d9_r3_the_cli_answers_a_background_tasks_question_bound_to_the_on
     from workbench.cli.tasks import wait_for_background
     from workbench.decisions import question_fingerprint
 
-    ws = workspace(tmp_path, stub_server, permissions="{default: ask, rules: [{allow: invoke, tool: delegate_to_*}]}")
-    stub_server.script_for("parent",
-                           StubReply(tool_calls=[("delegate_to_writer", {"task": "Write y", "background": True})]),
-                           StubReply(text="Launched; I go on."))
-    stub_server.script_for("writer", StubReply(tool_calls=[("write_file", {"path": "/project/y", "content": "y"})]),
-                           StubReply(text="Wrote y."))
+    ws = background_writer(tmp_path, stub_server)
     session = await Session.open(ws, api_key="sk-test")
     try:
         assert (await session.run("go")).status == "done"
