@@ -1,5 +1,6 @@
 """What an MCP tool server sends is untrusted input (X2, X3, X5, F3, R10), against real server processes
-(``tests/mcp_servers/hostile.py``, a raw JSON-RPC server that writes what the SDK never would): a large
+(``tests/mcp_servers/hostile.py``, a raw JSON-RPC server that writes what the SDK never would, and
+``hostile_http.py``, its streamable-HTTP counterpart): a large
 answer is read in linear time, one over the size of a message (or a line that never ends) fails its call
 at once and restarts the server, a tool schema cannot crowd the prompt, an answer with a lone surrogate
 escape is read (not dropped and reported as a timeout), and the workbench's notes reach the snapshot the
@@ -7,10 +8,13 @@ Servers panel and ``workbench mcp`` show."""
 
 from __future__ import annotations
 
+import contextlib
 import json
+import re
 import sys
 import time
 import uuid
+from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
@@ -226,3 +230,91 @@ async def test_x2_a_tool_schema_is_capped_in_what_the_model_gets(tmp_path: Path,
         assert "tool 'fat': its input schema" in log and "tool 'enumerated' is not offered" in log
     finally:
         await session.close()
+
+
+# ------------------------------------------------------------------------------------------ X3, F3: over HTTP
+
+HOSTILE_HTTP = Path(__file__).resolve().parents[1] / "mcp_servers" / "hostile_http.py"
+
+
+@contextlib.asynccontextmanager
+async def http_servers(tmp_path: Path, marker: str, mode: str, *extra: str) -> AsyncIterator[McpServers]:
+    """One hostile streamable-HTTP server named ``web`` (its own process), started, called without a model."""
+    import asyncio
+    import socket
+    import subprocess
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    proc = subprocess.Popen([sys.executable, str(HOSTILE_HTTP), mode, marker, str(port), *extra],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    servers = McpServers({"web": McpServerConfig(url=f"http://127.0.0.1:{port}/mcp", tool_timeout=10)}, tmp_path)
+    try:
+        deadline = time.monotonic() + 20
+        while True:
+            try:
+                _, w = await asyncio.open_connection("127.0.0.1", port)
+                w.close()
+                break
+            except OSError:
+                assert time.monotonic() < deadline and proc.poll() is None, "the HTTP server did not come up"
+                await asyncio.sleep(0.05)
+        await servers.ensure_started()
+        yield servers
+    finally:
+        await servers.close()
+        proc.terminate()
+        proc.wait(10)
+
+
+@pytest.mark.parametrize("mode, extra, said", [
+    ("endless", (), r"an answer of [\d,]+ bytes or more \(reached\), over the limit of 1,048,576 bytes"),
+    ("declared", (str(100 << 20),), r"an answer of 104,857,600 bytes or more \(says it is\)"),
+    ("gzipbomb", (str(8 << 20),), r"an answer of [\d,]+ bytes or more \(reached\), over the limit of 1,048,576"),
+    ("brotli", (), r"an answer in the 'br' encoding, which this client did not ask for"),
+])
+async def test_x3_f3_an_http_servers_answer_over_the_limit_fails_its_call_at_once(
+        tmp_path: Path, marker: str, monkeypatch: pytest.MonkeyPatch, mode: str, extra: tuple[str, ...],
+        said: str) -> None:
+    """X3, F3 over streamable HTTP: the SDK reads a JSON answer whole with no limit, so a server answering
+    with an endless body (or a gzip bomb, or a Content-Length of 100 MB) grew the app's memory until the
+    read timeout (five minutes). The answer now stops at the message limit — after decompression — its
+    call fails at once naming the server and the size, the server's log says so, and the server stays
+    connected and usable. (The limit is lowered to 1 MB here so the test stays small.)"""
+    import resource
+
+    monkeypatch.setattr(mcp_server, "MAX_MESSAGE_BYTES", 1 << 20, raising=False)
+    async with http_servers(tmp_path, marker, mode, *extra) as servers:
+        rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+        began = time.monotonic()
+        with pytest.raises(McpCallError, match=said):
+            await servers.call("web", "echo", {"text": "x"})
+        assert time.monotonic() - began < 5  # not the 10 s tool timeout, nor the 5-minute read timeout
+        assert resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - rss < 64 * 1024  # KB: no 8 MB+ body kept
+        assert re.search(f"MCP server 'web' sent {said}", "\n".join(servers.info("web").log))
+        assert servers.info("web").status == "ready"
+        assert (await servers.call("web", "echo", {"text": "plain"})).texts == ("plain answer",)
+
+
+async def test_x3_f3_an_http_answer_within_the_limit_is_read_whole(tmp_path: Path, marker: str,
+                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    """The limit takes nothing from an answer under it: 900 KB under a 1 MB limit arrives whole."""
+    monkeypatch.setattr(mcp_server, "MAX_MESSAGE_BYTES", 1 << 20, raising=False)
+    async with http_servers(tmp_path, marker, "big", str(900 * 1024)) as servers:
+        assert (await servers.call("web", "echo", {"text": "x"})).texts == ("y" * (900 * 1024),)
+
+
+async def test_x3_f3_an_event_streams_events_have_the_message_limit(tmp_path: Path, marker: str,
+                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    """An answer sent as an event stream is capped per event at the message limit (the SDK's own default
+    was 1 MB, so a 1.5 MB answer failed), compressed or not: a gzip bomb's event stops at the limit."""
+    monkeypatch.setattr(mcp_server, "MAX_MESSAGE_BYTES", 2 << 20, raising=False)
+    for size, fits in ((1536 * 1024, True), (96 << 20, False)):
+        async with http_servers(tmp_path, marker, "ssebomb", str(size)) as servers:
+            if fits:
+                assert (await servers.call("web", "echo", {"text": "x"})).texts == ("x" * size,)
+            else:
+                with pytest.raises(McpCallError, match=r"exceeded the 2097152 byte limit"):
+                    await servers.call("web", "echo", {"text": "x"})
+            assert (await servers.call("web", "echo", {"text": "plain"})).texts == ("plain answer",)

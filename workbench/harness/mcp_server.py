@@ -310,15 +310,17 @@ class Server:
         self._warn_written_secrets()
         if self.config.url:
             from mcp.client.streamable_http import streamable_http_client
-            from mcp.shared._httpx_utils import create_mcp_http_client
 
+            from workbench.harness.mcp_http import capped_client
             from workbench.harness.mcp_launch import resolve_vars
 
             headers, secrets = await anyio.to_thread.run_sync(
                 resolve_vars, dict(self.config.headers), f"mcp_servers.{self.name}.headers")
             self._secrets = tuple(secrets)
-            http = await stack.enter_async_context(create_mcp_http_client(headers=headers))
-            transport: Any = streamable_http_client(self.config.url, http_client=http)
+            # F3: its answers are capped as a stdio server's messages are (mcp_http.py)
+            http = await stack.enter_async_context(capped_client(self.name, headers, MAX_MESSAGE_BYTES, self.note))
+            transport: Any = streamable_http_client(self.config.url, http_client=http,
+                                                    max_sse_event_size=MAX_MESSAGE_BYTES)
         else:
             from workbench.harness.mcp_launch import launch_spec
 
