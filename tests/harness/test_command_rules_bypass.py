@@ -41,6 +41,12 @@ SPELLINGS_OF_RM = [
     "eval rm -f victim", "eval 'rm -f victim'", "bash -c 'rm -f victim'", "sh -ec 'rm -f victim'",
     "trap 'rm -f victim' EXIT", "echo ok; X=1 command rm -f victim", "(exec rm -f victim)",
     "echo $(command rm -f victim)",
+    # commands given as arguments: what xargs and find -exec run
+    "echo victim | xargs rm -f", "echo victim | xargs -0 -n1 rm -f", "echo victim | xargs -I{} rm -f {}",
+    "echo victim | xargs --max-args=1 rm -f", "echo victim | xargs --weird rm -f", "xargs -a list rm -f",
+    "echo victim | xargs sudo rm -f", "find . -name victim -exec rm -f {} \\;", "find . -execdir rm -f {} +",
+    "find . -ok rm -f {} \\;", "find . -name a -print -o -name victim -exec rm -f {} \\;",
+    "find . -exec sh -c 'rm -f victim' \\;", "echo victim | xargs bash -c 'rm -f victim'",
 ]
 
 
@@ -59,6 +65,21 @@ def test_E2_P1_under_the_default_ask_a_spelling_of_rm_is_never_allowed(tmp_path,
     """E2, P1: with no rule a command asks (the default); a wrapper or an assignment never turns that
     into an allow."""
     assert Judge(tmp_path, NO_RULES)(command) == "ask", parts(command)
+
+
+@pytest.mark.parametrize("command", ["find . -name '*.tmp' -exec rm -f {} \\;", "ls | xargs rm -f",
+                                     "find . -execdir rm {} +", "xargs -n1 rm < list"])
+def test_E2_an_allow_rule_for_find_or_xargs_does_not_allow_the_command_they_run(tmp_path, command):
+    """E2: a person who allows ``find *`` and ``xargs *`` (to list, to count) has not allowed the command
+    a ``-exec`` or an xargs runs: it is judged as a part of its own, and with no rule for it, it asks."""
+    rules = ("permissions:\n  rules:\n    - {allow: execute, command: 'find *'}\n"
+             "    - {allow: execute, command: 'xargs *'}\n    - {allow: execute, command: 'ls *'}\n"
+             "    - {allow: execute, command: 'ls'}\n")
+    judge = Judge(tmp_path, rules)
+    assert judge("find . -name '*.py' -print") == "allow" and judge("ls | xargs echo") == "ask"  # echo: no rule
+    assert judge(command) == "ask", parts(command)
+    assert Judge(tmp_path, rules + "    - {allow: execute, command: 'rm *'}\n    - {allow: read, path: '/**'}\n"
+                 )(command) == "allow", parts(command)
 
 
 @pytest.mark.parametrize("command", ["command rm -f x", "exec rm -f x", "nice -n 5 rm -f x", "nohup rm x",

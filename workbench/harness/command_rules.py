@@ -62,7 +62,14 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any, Literal
 
-from workbench.harness.command_words import _FOLDER_CHANGERS, _WRAPPERS, _possible_commands, _runs, _string_commands
+from workbench.harness.command_words import (
+    _FOLDER_CHANGERS,
+    _WRAPPERS,
+    _argument_commands,
+    _possible_commands,
+    _runs,
+    _string_commands,
+)
 
 __all__ = [
     "MAX_COMMAND_CHARS",
@@ -512,6 +519,13 @@ class _Walker:
             self.parts.append(Part("command", shown_words(runs.command), tuple(runs.command), runs.why))
             return
         self.command_part(node, runs.command, "")
+        for inner, why in _argument_commands(runs.command):  # xargs rm, find -exec rm {} ;
+            if depth > MAX_DEPTH:
+                raise RecursionError
+            if why:  # as a whole, so a deny rule sees every reading of it
+                self.parts.append(Part("command", shown_words(runs.command), tuple(runs.command), why))
+            else:
+                self.runs(node, inner, 0, depth + 1)
         for line in _string_commands(runs.command):
             if not line.strip():
                 continue  # `trap '' TERM` ignores a signal; `eval ''` runs nothing

@@ -1,6 +1,7 @@
 """What the words of one simple shell command run (E2): leading assignments, wrappers that run the
 rest of their words as a command (``command``, ``exec``, ``env``, ``nice``, ``sudo`` …, their options
-listed exactly), and commands given as a string (``eval``, ``trap``, ``alias``, ``bash -c``).
+listed exactly), commands given as a string (``eval``, ``trap``, ``alias``, ``bash -c``), and commands
+given as arguments (``xargs``, ``find -exec``).
 
 ``command_rules`` judges each simple command on the command it runs, so a deny rule on ``rm *`` is not
 passed by ``X=1 rm``, ``command rm`` or ``exec rm`` (found by a review), and an allow rule on ``rm *``
@@ -16,7 +17,19 @@ from dataclasses import dataclass
 def _possible_commands(words: list[str]) -> Iterator[list[str]]:
     """Every command ``words`` may run once leading assignments and wrappers are taken off, for a deny
     rule on a part that is not judged: after a wrapper whose options are not known, every stretch of
-    the rest that starts with a word not an option (one of them is the command)."""
+    the rest that starts with a word not an option (one of them is the command); and what an ``xargs``
+    or a ``find -exec`` among them runs."""
+    found = list(_unwrapped_readings(words))
+    yield from found
+    for reading in [words, *found]:
+        for inner, why in _argument_commands(reading):
+            starts = [k for k, w in enumerate(inner) if not w.startswith("-")] if why else [0]
+            for k in starts:  # with an option not known: every stretch that may be the command
+                yield inner[k:]
+                yield from _possible_commands(inner[k:])
+
+
+def _unwrapped_readings(words: list[str]) -> Iterator[list[str]]:
     rest = _without_assignments(words)
     if len(rest) != len(words) and rest:
         yield rest
@@ -54,9 +67,9 @@ def _set(*names: str) -> frozenset[str]:
 
 
 #: Wrappers that simply run their argument as a command. Left out on purpose: those that take a command
-#: line as one string (``eval``, ``bash -c``: parsed in place, see ``_Walker.string_commands``) and those
-#: whose command gets words only a run knows (``xargs``, ``find -exec``: the command is their argument,
-#: judged as written).
+#: line as one string (``eval``, ``bash -c``: parsed in place, see ``_string_commands``) and those whose
+#: command gets words only a run knows (``xargs``, ``find -exec``: the command is judged as a part of its
+#: own besides them, see ``_argument_commands``).
 _WRAPPERS: dict[str, _Wrapper] = {
     "command": _Wrapper(flags=_set("-p"), runs_nothing=_set("-v", "-V")),
     "builtin": _Wrapper(),
@@ -177,6 +190,63 @@ def _runs(words: list[str], n_assignments: int) -> _Runs:
         assignments += unwrapped[0]
         rest = unwrapped[1]
     return _Runs(assignments, also, rest)
+
+
+#: xargs's options (GNU and BSD): it runs the rest of its words as a command, with words it reads added.
+_XARGS_FLAGS = _set("-0", "-r", "-t", "-p", "-x", "-o", "--null", "--no-run-if-empty", "--verbose", "--interactive",
+                    "--exit", "--open-tty")
+_XARGS_VALUED = _set("-I", "-L", "-n", "-P", "-s", "-d", "-E", "-a", "-S", "-R", "-J", "--arg-file", "--delimiter",
+                     "--eof", "--max-lines", "--max-args", "--max-procs", "--max-chars", "--replace",
+                     "--process-slot-var")
+_XARGS_ATTACHED = ("-i", "-l", "-e")  # their value only attached (-i{} -l5 -eEND), or none
+#: find's actions that run a command: the words after them, to ``;`` or ``+``.
+_FIND_RUNS = frozenset({"-exec", "-execdir", "-ok", "-okdir"})
+
+
+def _argument_commands(words: list[str]) -> list[tuple[list[str], str]]:
+    """The commands ``words`` run given as their arguments — ``xargs rm -f``, ``find . -exec rm {} ;`` —
+    each as (its words as written, with ``{}`` and the words a run adds unknown; why it is not known, or
+    ""). E2: each is judged as a part of its own besides the command, so ``deny rm *`` refuses
+    ``xargs rm`` and an ``allow find *`` does not allow ``find -exec rm``."""
+    if not words:
+        return []
+    name = words[0].rsplit("/", 1)[-1]
+    if name == "xargs":
+        args = words[1:]
+        i = 0
+        while i < len(args):
+            arg = args[i]
+            if arg == "--":
+                i += 1
+                break
+            if arg in _XARGS_FLAGS:
+                i += 1
+            elif arg in _XARGS_VALUED:
+                i += 2
+            elif arg.startswith("--") and "=" in arg and arg.split("=", 1)[0] in _XARGS_VALUED:
+                i += 1
+            elif not arg.startswith("--") and (arg[:2] in _XARGS_VALUED or arg[:2] in _XARGS_ATTACHED):
+                i += 1  # -n5, -I{}, -i, -l5
+            elif arg.startswith("-") and arg != "-":
+                return [(args[i:] or ["echo"], f"xargs's option {arg!r} is not known here: which command it "
+                                                "runs is not known before it runs")]
+            else:
+                break
+        return [(args[i:] or ["echo"], "")]  # xargs alone runs echo
+    if name == "find":
+        out: list[tuple[list[str], str]] = []
+        i = 1
+        while i < len(words):
+            if words[i] in _FIND_RUNS:
+                j = i + 1
+                while j < len(words) and words[j] not in (";", "+"):
+                    j += 1
+                if j > i + 1:
+                    out.append((words[i + 1:j], ""))
+                i = j
+            i += 1
+        return out
+    return []
 
 
 #: Shells whose ``-c`` takes a command line as one string.
