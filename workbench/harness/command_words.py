@@ -55,6 +55,7 @@ class _Wrapper:
     flags: frozenset[str] = frozenset()  # options without a value (short ones may be grouped: -cl)
     valued: frozenset[str] = frozenset()  # options whose value follows: `-n 5`, `-n5`, `--adjustment=5`
     runs_nothing: frozenset[str] = frozenset()  # options with which no command runs (`command -v rm`)
+    attached: frozenset[str] = frozenset()  # options whose value, if any, is attached (xargs -i{}, -l5)
     operands: int = 0  # words between the options and the command (timeout's DURATION)
     assigns: bool = False  # NAME=VALUE words before the command set its environment (env)
     #: Runs the command with more rights (as another user): both the wrapper's text and the command are
@@ -116,13 +117,9 @@ def _without_assignments(words: list[str]) -> list[str]:
     return words[i:]
 
 
-def _unwrap_one(words: list[str]) -> tuple[list[str], list[str]] | str:
-    """``words`` start with a wrapper: (the assignments it makes, the command it runs), or
-    ``_RUNS_NOTHING`` (``env`` alone prints, ``command -v`` looks up) or ``_NOT_KNOWN`` (an option this
-    module does not know: which word is the command is not known)."""
-    wrapper = _wrapper(words[0])
-    assert wrapper is not None
-    args = words[1:]
+def _command_start(name: str, wrapper: _Wrapper, args: list[str]) -> int | str:
+    """Where the command starts in the arguments of wrapper ``name``: the index past its options, or
+    ``_RUNS_NOTHING`` / ``_NOT_KNOWN`` (an option not listed, or one whose value is missing)."""
     i = 0
     while i < len(args):
         arg = args[i]
@@ -137,9 +134,9 @@ def _unwrap_one(words: list[str]) -> tuple[list[str], list[str]] | str:
             i += 2
         elif arg.startswith("--") and "=" in arg and arg.split("=", 1)[0] in wrapper.valued:
             i += 1
-        elif not arg.startswith("--") and arg[:2] in wrapper.valued and len(arg) > 2:
-            i += 1  # -n5
-        elif words[0].rsplit("/", 1)[-1] == "nice" and re.fullmatch(r"-\d+", arg):
+        elif not arg.startswith("--") and arg[:2] in wrapper.valued | wrapper.attached and len(arg) > 2:
+            i += 1  # -n5, xargs -I{}
+        elif name == "nice" and re.fullmatch(r"-\d+", arg):
             i += 1  # nice -10 (the old spelling of -n 10)
         elif (arg.startswith("-") and not arg.startswith("--") and len(arg) > 2
               and all(f"-{c}" in wrapper.flags for c in arg[1:])):
@@ -150,6 +147,19 @@ def _unwrap_one(words: list[str]) -> tuple[list[str], list[str]] | str:
             break
     if i > len(args):
         return _NOT_KNOWN  # an option's value is missing
+    return i
+
+
+def _unwrap_one(words: list[str]) -> tuple[list[str], list[str]] | str:
+    """``words`` start with a wrapper: (the assignments it makes, the command it runs), or
+    ``_RUNS_NOTHING`` (``env`` alone prints, ``command -v`` looks up) or ``_NOT_KNOWN`` (an option this
+    module does not know: which word is the command is not known)."""
+    wrapper = _wrapper(words[0])
+    assert wrapper is not None
+    args = words[1:]
+    i = _command_start(words[0].rsplit("/", 1)[-1], wrapper, args)
+    if isinstance(i, str):
+        return i
     assignments: list[str] = []
     if wrapper.assigns:
         while i < len(args) and "=" in args[i] and not args[i].startswith("="):
@@ -192,13 +202,13 @@ def _runs(words: list[str], n_assignments: int) -> _Runs:
     return _Runs(assignments, also, rest)
 
 
-#: xargs's options (GNU and BSD): it runs the rest of its words as a command, with words it reads added.
-_XARGS_FLAGS = _set("-0", "-r", "-t", "-p", "-x", "-o", "--null", "--no-run-if-empty", "--verbose", "--interactive",
-                    "--exit", "--open-tty")
-_XARGS_VALUED = _set("-I", "-L", "-n", "-P", "-s", "-d", "-E", "-a", "-S", "-R", "-J", "--arg-file", "--delimiter",
-                     "--eof", "--max-lines", "--max-args", "--max-procs", "--max-chars", "--replace",
-                     "--process-slot-var")
-_XARGS_ATTACHED = ("-i", "-l", "-e")  # their value only attached (-i{} -l5 -eEND), or none
+#: xargs (GNU and BSD) runs the rest of its words as a command, with words it reads added to them.
+_XARGS = _Wrapper(flags=_set("-0", "-r", "-t", "-p", "-x", "-o", "-i", "-l", "-e", "--null", "--no-run-if-empty",
+                             "--verbose", "--interactive", "--exit", "--open-tty"),
+                  valued=_set("-I", "-L", "-n", "-P", "-s", "-d", "-E", "-a", "-S", "-R", "-J", "--arg-file",
+                              "--delimiter", "--eof", "--max-lines", "--max-args", "--max-procs", "--max-chars",
+                              "--replace", "--process-slot-var"),
+                  attached=_set("-i", "-l", "-e"))
 #: find's actions that run a command: the words after them, to ``;`` or ``+``.
 _FIND_RUNS = frozenset({"-exec", "-execdir", "-ok", "-okdir"})
 
@@ -213,25 +223,9 @@ def _argument_commands(words: list[str]) -> list[tuple[list[str], str]]:
     name = words[0].rsplit("/", 1)[-1]
     if name == "xargs":
         args = words[1:]
-        i = 0
-        while i < len(args):
-            arg = args[i]
-            if arg == "--":
-                i += 1
-                break
-            if arg in _XARGS_FLAGS:
-                i += 1
-            elif arg in _XARGS_VALUED:
-                i += 2
-            elif arg.startswith("--") and "=" in arg and arg.split("=", 1)[0] in _XARGS_VALUED:
-                i += 1
-            elif not arg.startswith("--") and (arg[:2] in _XARGS_VALUED or arg[:2] in _XARGS_ATTACHED):
-                i += 1  # -n5, -I{}, -i, -l5
-            elif arg.startswith("-") and arg != "-":
-                return [(args[i:] or ["echo"], f"xargs's option {arg!r} is not known here: which command it "
-                                                "runs is not known before it runs")]
-            else:
-                break
+        i = _command_start(name, _XARGS, args)
+        if isinstance(i, str):
+            return [(args, "xargs with these options: which command it runs is not known before it runs")]
         return [(args[i:] or ["echo"], "")]  # xargs alone runs echo
     if name == "find":
         out: list[tuple[list[str], str]] = []
