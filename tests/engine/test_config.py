@@ -320,6 +320,30 @@ def test_duplicate_key_refused(tmp_path: Path) -> None:
     assert msg.startswith(f"{tmp_path / 'workbench.yaml'}:2: duplicate key 'model'")
 
 
+@pytest.mark.parametrize("text, server, args", [
+    # a key written in the mapping overrides one merged in with <<, as PyYAML reads it
+    ("mcp_servers:\n  a: &a {command: x, args: [a]}\n  b: {<<: *a, args: [y]}\n", "b", ("y",)),
+    ("mcp_servers:\n  a: &a {command: x, args: [a]}\n  b:\n    <<: *a\n    args: [z]\n", "b", ("z",)),
+    ("mcp_servers:\n  a: &a {command: x, args: [a]}\n  b: {<<: *a}\n", "b", ("a",)),
+])
+def test_a_key_overriding_a_merged_one_is_no_duplicate(text: str, server: str, args: tuple[str, ...]) -> None:
+    """§6: YAML merge keys work as YAML says: the mapping's own key wins over a merged one (it was
+    refused as a "duplicate", naming the anchor's line); the same key written twice is still refused."""
+    assert parse_config(text).mcp_servers[server].args == args
+    with pytest.raises(ConfigError, match=r":3: duplicate key 'mcp_servers.b.args' \(first at line 3\)"):
+        parse_config("mcp_servers:\n  a: &a {command: x}\n  b: {<<: *a, args: [y], args: [z]}\n")
+
+
+@pytest.mark.parametrize("value", ["5", "1.01", "-0.1"])
+def test_skip_summarization_threshold_is_a_share(tmp_path: Path, value: str) -> None:
+    """compression.skip_summarization_threshold is a share of the trigger (0.0–1.0, as documented): 5 was
+    taken silently as "always summarise"."""
+    msg = config_error(tmp_path, f"compression:\n  skip_summarization_threshold: {value}\n")
+    assert msg.startswith(f"{tmp_path / 'workbench.yaml'}:2: compression.skip_summarization_threshold")
+    assert "from 0 to 1" in msg
+    assert parse_config("compression:\n  skip_summarization_threshold: 1\n").compression.skip_summarization_threshold == 1
+
+
 def test_top_level_must_be_mapping(tmp_path: Path) -> None:
     msg = config_error(tmp_path, "- model\n")
     assert msg.startswith(f"{tmp_path / 'workbench.yaml'}:1: ")

@@ -168,6 +168,7 @@ class _Reader:
     def __init__(self, source: str) -> None:
         self.source = source
         self._constructor = yaml.SafeLoader("")
+        self._merged: dict[int, int] = {}  # id of a flattened mapping node -> how many of its pairs were merged in
 
     # -- errors and primitives ------------------------------------------------------------------
 
@@ -201,25 +202,38 @@ class _Reader:
     def is_null(self, node: Node) -> bool:
         return isinstance(node, ScalarNode) and node.tag == "tag:yaml.org,2002:null"
 
+    def pairs(self, node: MappingNode) -> list[tuple[Node, Node, bool]]:
+        """The mapping's (key, value, merged) pairs, YAML merge keys (``<<: *anchor``) expanded as PyYAML
+        does: the merged pairs first, so a key written in the mapping itself overrides one merged in."""
+        if id(node) not in self._merged:
+            explicit = sum(1 for k, _ in node.value if k.tag != "tag:yaml.org,2002:merge")
+            self._constructor.flatten_mapping(node)
+            self._merged[id(node)] = len(node.value) - explicit
+        merged = self._merged[id(node)]
+        return [(k, v, i < merged) for i, (k, v) in enumerate(node.value)]
+
+    def duplicate(self, knode: Node, dotted: str, first: tuple[int, bool] | None, merged: bool) -> None:
+        """Refuse a key written twice; a key merged in (``<<``) is overridden by a later one, not a duplicate."""
+        if first is not None and not merged and not first[1]:
+            raise self.error(knode, f"duplicate key '{dotted}' (first at line {first[0]})")
+
     def mapping(self, node: Node, key: str, allowed: tuple[str, ...], *, required: tuple[str, ...] = ()
                 ) -> dict[str, Node]:
         """The mapping's value nodes by key; refuses unknown, duplicate and missing keys."""
         if not isinstance(node, MappingNode):
             raise self.expected(node, key, "a mapping")
-        self._constructor.flatten_mapping(node)  # support YAML merge keys (<<: *anchor)
         out: dict[str, Node] = {}
-        lines: dict[str, int] = {}
-        for knode, vnode in node.value:
+        lines: dict[str, tuple[int, bool]] = {}
+        for knode, vnode, merged in self.pairs(node):
             name = self.value(knode)
             dotted = f"{key}.{name}" if key else str(name)
             if not isinstance(name, str):
                 raise self.error(knode, f"{key or 'top level'}: keys must be strings, got {self.describe(knode)}")
-            if name in out:
-                raise self.error(knode, f"duplicate key '{dotted}' (first at line {lines[name]})")
+            self.duplicate(knode, dotted, lines.get(name), merged)
             if name not in allowed:
                 raise self.error(knode, f"unknown key '{dotted}'{self._suggest(name, allowed)}")
             out[name] = vnode
-            lines[name] = knode.start_mark.line + 1
+            lines[name] = (knode.start_mark.line + 1, merged)
         for name in required:
             if name not in out:
                 raise self.error(node, f"{key}: missing key '{name}'")
@@ -252,10 +266,13 @@ class _Reader:
             raise self.expected(node, key, what)
         return v
 
-    def number(self, node: Node, key: str, *, minimum: float = 0.0) -> float:
+    def number(self, node: Node, key: str, *, minimum: float = 0.0, maximum: float | None = None) -> float:
         v = self.value(node)
         if not isinstance(v, (int, float)) or isinstance(v, bool) or not math.isfinite(v) or v < minimum:
-            raise self.expected(node, key, f"a number >= {minimum:g}")
+            raise self.expected(node, key, f"a number >= {minimum:g}" if maximum is None
+                                else f"a number from {minimum:g} to {maximum:g}")
+        if maximum is not None and v > maximum:
+            raise self.expected(node, key, f"a number from {minimum:g} to {maximum:g}")
         return float(v)
 
     def boolean(self, node: Node, key: str) -> bool:
@@ -320,15 +337,13 @@ class _Reader:
             return out
         if not isinstance(node, MappingNode):
             raise self.expected(node, "mounts", "a mapping of virtual paths to mounts")
-        self._constructor.flatten_mapping(node)
-        seen: dict[str, int] = {}
-        for knode, vnode in node.value:
+        seen: dict[str, tuple[int, bool]] = {}
+        for knode, vnode, merged in self.pairs(node):
             vp = self.value(knode)
             if not isinstance(vp, str) or not _valid_mount_point(vp):
                 raise self.error(knode, f"mounts: expected a virtual path such as /docs, got {self.describe(knode)}")
-            if vp in seen:
-                raise self.error(knode, f"duplicate key 'mounts.{vp}' (first at line {seen[vp]})")
-            seen[vp] = knode.start_mark.line + 1
+            self.duplicate(knode, f"mounts.{vp}", seen.get(vp), merged)
+            seen[vp] = (knode.start_mark.line + 1, merged)
             key = f"mounts.{vp}"
             if self.is_null(vnode):
                 if vp not in out:
@@ -546,7 +561,7 @@ class _Reader:
             kw["drop"] = DropConfig(**{k: self.boolean(v, f"compression.drop.{k}") for k, v in dr.items()})
         if "skip_summarization_threshold" in m:
             kw["skip_summarization_threshold"] = self.number(
-                m["skip_summarization_threshold"], "compression.skip_summarization_threshold")
+                m["skip_summarization_threshold"], "compression.skip_summarization_threshold", maximum=1.0)
         return CompressionConfig(**kw)
 
     def execute(self, node: Node) -> ExecuteConfig:
@@ -579,19 +594,17 @@ class _Reader:
             return {}
         if not isinstance(node, MappingNode):
             raise self.expected(node, "mcp_servers", "a mapping of server names to servers")
-        self._constructor.flatten_mapping(node)
         out: dict[str, McpServerConfig] = {}
-        lines: dict[str, int] = {}
+        lines: dict[str, tuple[int, bool]] = {}
         keys = ("command", "args", "env", "cwd", "url", "headers", "enabled", "startup_timeout", "tool_timeout")
-        for knode, vnode in node.value:
+        for knode, vnode, merged in self.pairs(node):
             name = self.value(knode)
             if not isinstance(name, str) or not MCP_SERVER_NAME_RE.match(name) or len(name) > MCP_SERVER_NAME_MAX:
                 raise self.error(knode, f"mcp_servers: a server name is letters and digits with single - or _ "
                                         f"between them, at most {MCP_SERVER_NAME_MAX} characters (e.g. git, "
                                         f"my-docs), got {self.describe(knode)}")
-            if name in out:
-                raise self.error(knode, f"duplicate key 'mcp_servers.{name}' (first at line {lines[name]})")
-            lines[name] = knode.start_mark.line + 1
+            self.duplicate(knode, f"mcp_servers.{name}", lines.get(name), merged)
+            lines[name] = (knode.start_mark.line + 1, merged)
             key = f"mcp_servers.{name}"
             m = self.mapping(vnode, key, keys)
             kinds = [k for k in ("command", "url") if k in m]
