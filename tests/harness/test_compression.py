@@ -134,6 +134,103 @@ async def test_c1_the_reported_input_size_triggers_and_the_summary_goes_through_
         await session.close()
 
 
+async def test_c1_r5_b4_an_automatic_summary_counts_in_the_usage_and_every_budget(
+        tmp_path: Path, stub_server: StubServer) -> None:
+    """R5, B4: the summariser's call is a model call of the thread: it is in the run's and the thread's
+    usage (events, the result, ``threads``), stored with the step, and a budget it exhausts stops the run
+    before the call the summary made room for (it only counted toward budgets, and showed nowhere)."""
+    ws = _ws(tmp_path, stub_server, "  max_input_tokens: 5000\n  preserve_recent: 2\n"
+                                    "  summarize: {model: openai/cheap, preserve_recent: 2}\n")
+    stub_server.script_for("main", StubReply(tool_calls=[("read_file", {"path": "/project/big.txt"})], usage=(1000, 10)),
+                           StubReply(text="Read it.", usage=(2600, 10)),
+                           StubReply(text="Second answer.", usage=(6200, 10)),  # over 5000: the next step compresses
+                           StubReply(text="Third answer.", usage=(900, 10)))
+    stub_server.script_for("cheap", StubReply(text="The user read big.txt.", usage=(4000, 500)))
+    session = await Session.open(ws, api_key="sk-test")
+    try:
+        for prompt in ("Read /project/big.txt", "And?"):
+            assert (await session.run(prompt)).status == "done"
+        before = session.usage.total_tokens
+        seen: list[Any] = []
+        session.subscribe(seen.append, replay=False)
+        result = await session.run("Go on")
+        assert result.status == "done" and len(session.compression_records()) == 1
+        assert result.usage.total_tokens == 4500 + 910 and result.usage.calls == 2  # the summary, then the step
+        assert session.usage.total_tokens == before + 4500 + 910
+        models = [e.data["model"] for e in seen if e.type == "model_call_finished"]
+        assert len(models) == 2 and models[0] == "openai/cheap"  # the summary, then the step's own call
+        assert [t for t in Session.list_threads(ws) if t.id == session.thread_id][0].usage.total_tokens == \
+            before + 5410  # stored with the step
+    finally:
+        await session.close()
+    (ws / "workbench.yaml").write_text((ws / "workbench.yaml").read_text().replace(
+        "compression:", "budget:\n  - {scope: run, limit: {total_tokens: 3000}}\ncompression:"))
+    stub_server.script_for("main", StubReply(text="One.", usage=(1000, 10)), StubReply(text="Two.", usage=(6200, 10)),
+                           StubReply(text="never sent", usage=(10, 1)))
+    stub_server.script_for("cheap", StubReply(text="A summary.", usage=(4000, 500)))
+    session = await Session.open(ws, api_key="sk-test")
+    try:
+        session.new_thread()
+        assert (await session.run("First")).status == "done"
+        assert (await session.run("Second")).status == "done"
+        result = await session.run("Third")  # compresses: the summary alone is past the run's 3,000 tokens
+        assert result.status == "aborted" and "budget" in (result.error or "").lower(), result
+        assert [r["messages"][-1]["content"] for r in _sent(stub_server)][-1] != "Third"  # never asked
+    finally:
+        await session.close()
+
+
+async def test_c7_b4_compact_nows_summary_is_in_the_threads_usage_and_its_session_budget(
+        tmp_path: Path, stub_server: StubServer) -> None:
+    """R5, B4: "Compact now" outside a run spends a model call too: it is added to the thread's stored
+    usage (a row, the total ``threads`` shows), with its events, so a session budget it exhausts stops
+    the next run (it counted nowhere: compacting again and again spent without limit)."""
+    ws = _ws(tmp_path, stub_server, "  preserve_recent: 2\n  summarize: {model: openai/cheap, preserve_recent: 2}\n")
+    (ws / "workbench.yaml").write_text((ws / "workbench.yaml").read_text().replace(
+        "compression:", "budget:\n  - {scope: session, limit: {total_tokens: 3000}}\ncompression:"))
+    stub_server.script_for("main", *[StubReply(text=f"Answer {i}", usage=(100, 10)) for i in range(4)])
+    stub_server.script_for("cheap", StubReply(text="A summary.", usage=(5000, 500)))
+    session = await Session.open(ws, api_key="sk-test")
+    try:
+        for i in range(3):
+            assert (await session.run(f"Question {i}")).status == "done"
+        seen: list[Any] = []
+        session.subscribe(seen.append, replay=False)
+        assert await session.compact() is not None
+        assert session.usage.total_tokens == 330 + 5500
+        assert any(e.type == "usage_updated" and e.data["thread_usage"]["total_tokens"] == 5830 for e in seen)
+        assert ("openai/cheap", 5500) in [(m, u.total_tokens) for m, u in session.store.usage_calls(session.thread_id)]
+        result = await session.run("Question 3")
+        assert result.status == "aborted" and "budget" in (result.error or "").lower(), result
+    finally:
+        await session.close()
+
+
+async def test_c7_the_first_automatic_compaction_is_announced_even_from_under_the_warning(
+        tmp_path: Path, stub_server: StubServer) -> None:
+    """C7: a step that goes from under 90% of the trigger straight past it (one large file read) still
+    gets the ``context_warning`` before the thread's first automatic compaction (it compacted unannounced,
+    and never warned later)."""
+    ws = _ws(tmp_path, stub_server, "  max_input_tokens: 3000\n  preserve_recent: 2\n"
+                                    "  summarize: {model: openai/cheap, preserve_recent: 2}\n")
+    stub_server.script_for("cheap", StubReply(text="A summary."))
+    (ws / "big.txt").write_text("line of text\n" * 1500)
+    stub_server.script_for("main", StubReply(text="Hi.", usage=(200, 5)),
+                           StubReply(tool_calls=[("read_file", {"path": "/project/big.txt"})], usage=(300, 5)),
+                           StubReply(text="Read it.", usage=(900, 5)))
+    session = await Session.open(ws, api_key="sk-test")
+    try:
+        seen: list[Any] = []
+        session.subscribe(seen.append, replay=False)
+        assert (await session.run("Hello")).status == "done"
+        assert (await session.run("Read /project/big.txt")).status == "done"
+        kinds = [e.type for e in seen if e.type in ("context_warning", "compression_applied")]
+        assert kinds[:2] == ["context_warning", "compression_applied"], kinds
+        assert kinds.count("context_warning") == 1
+    finally:
+        await session.close()
+
+
 async def test_c7_compact_now_twice_keeps_what_the_first_kept_and_survives_a_restart(
         tmp_path: Path, stub_server: StubServer) -> None:
     ws = _ws(tmp_path, stub_server, "  preserve_recent: 2\n  summarize: {model: openai/cheap, preserve_recent: 2}\n")

@@ -72,7 +72,8 @@ EVENTS: dict[str, EventDoc] = {
     "context_measured": EventDoc("the next request's size by source", {
         "tokens": "its size", "trigger": "the compression trigger", "window": "the model's context window",
         "messages": "messages it holds", "parts": "tokens of system prompt, messages, tool results, tool schemas"}),
-    "context_warning": EventDoc("the request came within 90% of the trigger",
+    "context_warning": EventDoc("the request came within 90% of the trigger, or went past it before the "
+                                "thread's first compression (once a thread)",
                                 {"tokens": "its size", "trigger": "the trigger", "text": "the notice"}),
     "task_started": EventDoc("a sub-agent task was launched", {"task_id": "its id", "agent": "the sub-agent",
                                                                "background": "true for a background task",

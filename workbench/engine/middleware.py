@@ -155,6 +155,12 @@ class HookContext:
     def emit(self, type: str, **data: Any) -> Event:
         return self._rt.emit(type, **data)
 
+    def count_model_call(self, model: str, usage: Any) -> None:
+        """R5: a model call a middleware makes itself (the compression's summary) is counted as the
+        engine's own are — in the run's and the thread's usage, stored with the step's checkpoint, seen
+        by every budget, with its ``model_call_finished`` and ``usage_updated`` events."""
+        self._rt.engine._count_usage(self._rt, model, usage)
+
     def ask(self, kind: str, payload: dict[str, Any], key: str) -> Any:
         """Ask the user (R3). Returns the answer once given; until then suspends the run."""
         owner = self.owner

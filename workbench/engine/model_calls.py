@@ -142,8 +142,11 @@ class ModelCalls:
 
         ``estimated``: the call was cut mid-stream and its usage is an estimate (the event says so).
         """
-        usage = _with_call(response.usage)
-        model = response.model or self.agent.model.name
+        self._count_usage(rt, response.model or self.agent.model.name, response.usage, estimated=estimated)
+
+    def _count_usage(self, rt: _Runtime, model: str, usage: Usage, *, estimated: bool = False) -> None:
+        """One call's usage into the step's calls (stored with its checkpoint), and its events."""
+        usage = _with_call(usage)
         rt.calls.append((model, usage))
         extra = {"estimated": True} if estimated else {}
         rt.emit("model_call_finished", model=model, usage=usage.to_dict(), **extra)

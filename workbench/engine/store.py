@@ -412,6 +412,20 @@ class Store(PagedReads):
             db.execute("UPDATE threads SET status=?, updated=? WHERE id=?", (run.status, time.time(), run.thread_id))
 
     # -- usage (R5) ----------------------------------------------------------------------------------
+    def add_usage(self, thread_id: str, model: str, usage: Usage) -> Usage:
+        """A model call made for a thread outside any run ("Compact now"'s summary): its usage row and
+        the thread's total, in one transaction. Returns the thread's new total."""
+        now = time.time()
+        with self.transaction() as db:
+            cur = db.execute("SELECT usage FROM threads WHERE id=?", (thread_id,)).fetchone()
+            if cur is None:
+                raise StoreError(f"no thread {thread_id} in {self.path}")
+            total = Usage.from_dict(json.loads(cur[0])) + usage
+            db.execute("INSERT INTO usage(thread_id, run_id, step, model, usage, time) VALUES (?,?,?,?,?,?)",
+                       (thread_id, "", 0, model, json.dumps(usage.to_dict()), now))
+            db.execute("UPDATE threads SET usage=? WHERE id=?", (json.dumps(total.to_dict()), thread_id))
+        return total
+
     def usage_calls(self, thread_id: str, run_id: str | None = None) -> list[tuple[str, Usage]]:
         sql = "SELECT model, usage FROM usage WHERE thread_id=?"
         args: tuple[Any, ...] = (thread_id,)

@@ -371,6 +371,7 @@ class CompressionMiddleware(AgentMiddleware):
         self._checked: dict[str, tuple[int, Message, int]] = {}  # thread -> (n within the cap, messages[n-1], cap)
         self._warned: set[str] = set()
         self._forced: set[str] = set()
+        self.summary_model = ""  # the summariser's model string, for its usage row (bind_compression)
         self._sums: dict[str, tuple[int, int, int, int]] = {}  # thread -> (records, view length, tokens by role)
 
     def bind(self, store: Store, summarizer: Summarizer | None, model_name: str = "") -> None:
@@ -411,6 +412,13 @@ class CompressionMiddleware(AgentMiddleware):
         size = self._size(ctx.thread_id, view, fixed)
         forced = ctx.thread_id in self._forced
         over = size > self.trigger or (self.config.max_messages and len(view) > self.config.max_messages)
+        if over and not forced and not records and ctx.thread_id not in self._warned:
+            # C7: the first automatic compaction of a thread is never unannounced, even when one step
+            # (a large file read) went from under the warning's share straight past the trigger
+            self._warn(ctx, size, now=True)
+        elif not (forced or over) and not records and ctx.thread_id not in self._warned \
+                and size >= WARN_SHARE * self.trigger:
+            self._warn(ctx, size, now=False)
         if forced or over:
             self._forced.discard(ctx.thread_id)
             # Plan in the estimate's units: the view must lose what the request is over the trigger, and
@@ -423,18 +431,20 @@ class CompressionMiddleware(AgentMiddleware):
                 view = compressed_view(messages, records, self.config.max_tool_response_chars)
                 size = estimate(view) + fixed
                 self._last.pop(ctx.thread_id, None)
-        elif not records and ctx.thread_id not in self._warned and size >= WARN_SHARE * self.trigger:
-            self._warned.add(ctx.thread_id)
-            ctx.emit("context_warning", tokens=size, trigger=self.trigger,
-                     text=f"This thread's context is at {size:,} of {self.trigger:,} tokens: at the trigger, older "
-                          "tool results are shortened and older messages summarised (nothing is deleted from "
-                          "the thread). Compact now to do it at once, or raise compression.max_input_tokens.")
         response = await call_next(request.replace(messages=tuple(view),
                                                     meta={**request.meta, "compression_records": len(records)}))
         if response.usage.input_tokens:
             self._last[ctx.thread_id] = (response.usage.input_tokens, len(view))
         ctx.emit("context_measured", **self._measure(ctx.thread_id, len(records), request, view, size))
         return response
+
+    def _warn(self, ctx: HookContext, size: int, *, now: bool) -> None:
+        self._warned.add(ctx.thread_id)
+        when = ("it is over the trigger, so now" if now else "at the trigger")
+        ctx.emit("context_warning", tokens=size, trigger=self.trigger,
+                 text=f"This thread's context is at {size:,} of {self.trigger:,} tokens: {when}, older tool "
+                      "results are shortened and older messages summarised (nothing is deleted from the thread). "
+                      "Compact now to do it at once, or raise compression.max_input_tokens.")
 
     def _measure(self, thread_id: str, n_records: int, request: ModelRequest, view: Sequence[Message],
                  size: int) -> dict[str, Any]:
@@ -493,6 +503,7 @@ class CompressionMiddleware(AgentMiddleware):
         # always summarises what is older than the recent messages).
         skip = after <= target and bool(before) and cheap_saved / before >= cfg.skip_summarization_threshold
         reason = ""
+        summarized = False
         if trigger == "manual" or not skip:
             span = span_to_replace(messages, cfg.summarize.preserve_recent if cfg.summarize.enabled
                                    else cfg.preserve_recent)
@@ -505,10 +516,8 @@ class CompressionMiddleware(AgentMiddleware):
                 if cfg.summarize.enabled and self._summarizer is not None:
                     try:
                         text, usage = await self._summarizer(old_view[_leading_system(messages):])
-                        if ctx is not None:
-                            from workbench.harness.budget import record_subagent_usage
-
-                            record_subagent_usage(ctx, usage)  # B4: the summariser's call counts too
+                        self._count_summary(usage, ctx, tid=thread_id, emit=emit)
+                        summarized = True
                         facts = collect_facts(messages[start:end], _earlier_facts(records))
                         summary = {"op": "summarize", "start": start, "end": end, "text": text.strip(),
                                    "facts": facts, "chars": sum(len(m.content) for m in messages[start:end])}
@@ -545,7 +554,34 @@ class CompressionMiddleware(AgentMiddleware):
             ctx.emit("compression_applied", **data)
         elif emit is not None:
             emit("compression_applied", **data)
+        if summarized and ctx is not None:
+            from workbench.harness.budget import recheck_budgets
+
+            # B2/B4: the summary was spent before the call it made room for: a hard limit it reached stops
+            # the run here, an interrupting one asks (the record above is kept: the summary is paid for)
+            recheck_budgets(ctx)
         return record
+
+
+    def _count_summary(self, usage: Usage, ctx: HookContext | None, *, tid: str | None,
+                       emit: Callable[..., Any] | None) -> None:
+        """R5, B4: the summary is a model call of the thread and counts as one — in its usage and
+        toward every budget. In a run it is one of the step's calls (``compress`` checks the budgets
+        again before the call the summary made room for); "Compact now" outside a run adds it to the
+        thread's stored usage, where the next run's session budgets see it."""
+        from dataclasses import replace
+
+        usage = usage if usage.calls else replace(usage, calls=1)
+        model = self.summary_model or "summariser"
+        if ctx is not None:
+            ctx.count_model_call(model, usage)
+            return
+        assert self.records_store is not None and tid is not None
+        total = self.records_store.store.add_usage(tid, model, usage)
+        if emit is not None:
+            emit("model_call_finished", model=model, usage=usage.to_dict())
+            emit("usage_updated", run_usage=usage.to_dict(), thread_usage=total.to_dict(), model=model,
+                 call=usage.to_dict())
 
 
 def make_summarizer(model: Any) -> Summarizer:
@@ -584,6 +620,7 @@ def bind_compression(stack: Sequence[AgentMiddleware], store: Store, model_for: 
 
             usable = mw.config.summarize.enabled and not (model_name == "demo" and name in (None, DEFAULT_SUMMARY_MODEL))
             mw.bind(store, summarize if usable else None, model_name)
+            mw.summary_model = name or model_name
             return mw
     return None
 
