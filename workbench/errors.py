@@ -80,6 +80,15 @@ class BackendIOError(PathError):
         return f"I/O error on {self.path}: {self.detail}"
 
 
+class AccessDenied(BackendIOError):
+    """The OS refuses to open or list the path (EACCES, EPERM: mode 000, another user's file or folder).
+
+    Still a ``BackendIOError`` (every tool reports it as before, F2: the workbench's rules did not
+    refuse it), but it is the file's own condition, not a failure underneath that a retry could
+    mend: the instruction and skill readers report the file and go on (I5, S6), as for ``NotTextFile``.
+    """
+
+
 class NotTextFile(BackendIOError):
     """The path holds something that is not a UTF-8 text file: a directory, a FIFO or device, a
     symlink loop, or bytes that are not UTF-8. Not a failure of the backend: instruction and skill

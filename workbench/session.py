@@ -24,6 +24,7 @@ from workbench.engine.task_store import TaskRecord
 from workbench.engine.usage import Usage
 from workbench.errors import ConfigError, RunError
 from workbench.session_context import ContextCalls
+from workbench.session_documents import DocumentCalls
 from workbench.session_history import HistoryCalls, HistoryPage
 from workbench.session_mcp import McpCalls, McpServerInfo, McpToolInfo
 from workbench.session_rules import RuleCalls
@@ -114,7 +115,7 @@ def _model_factory(engine: Engine, cfg: WorkbenchConfig, threaded: bool, api_key
     return model_for
 
 
-class Session(ContextCalls, TaskCalls, McpCalls, HistoryCalls, RuleCalls):
+class Session(ContextCalls, TaskCalls, McpCalls, HistoryCalls, RuleCalls, DocumentCalls):
     """One workspace and its current thread. Create with ``await Session.open(...)``."""
 
     _config_stamp: tuple[Any, ...] | None = None
@@ -604,45 +605,6 @@ class Session(ContextCalls, TaskCalls, McpCalls, HistoryCalls, RuleCalls):
         return await survey_skills(self.backend, c.sources, max_skills=c.max_skills,
                                    max_description_chars=c.max_description_chars,
                                    max_section_tokens=c.max_section_tokens, max_scanned=c.max_scanned)
-
-    async def read_document(self, path: str) -> str:
-        """Read a virtual path through the agent's backend (FileNotFound, BackendRefusal propagate)."""
-        return await self.backend.read(path)
-
-    async def read_document_head(self, path: str, max_bytes: int) -> tuple[str, bool]:
-        """At most ``max_bytes`` of a file and whether it is longer (F3): what the window reads of a
-        file it does not control (AGENTS.md, SKILL.md), so a huge one never freezes it."""
-        return await self.backend.read_head(path, max_bytes)
-
-    def write_verdict(self, path: str) -> tuple[bool, str]:
-        """Whether the user may save ``path``: the agent's deny rules and read-only mounts apply to them too.
-
-        An ``ask`` rule does not stop the user: they are the one who would be asked.
-        """
-        from workbench.harness.permissions import PermissionsMiddleware
-
-        perms = self.middleware(PermissionsMiddleware)
-        if perms is not None:
-            state = self._state()
-            verdict = perms.judge("write", path, has_paths=True, session=perms.session_rules(state))
-            if verdict.effect == "deny":
-                return False, f"Denied: {verdict.reason}"
-        try:
-            backend, _ = self.backend.backend_for(path)
-        except Exception as e:  # no mount: a refusal naming the path
-            return False, str(e)
-        if getattr(backend, "readonly", False):
-            return False, f"Refused: {path} is on a read-only mount"
-        return True, ""
-
-    async def write_document(self, path: str, text: str) -> None:
-        """Save a file the user edited, through the same backend and permission rules as the agent."""
-        from workbench.backends.base import BackendRefusal
-
-        allowed, why = self.write_verdict(path)
-        if not allowed:
-            raise BackendRefusal(path, why.removeprefix("Denied: ").removeprefix("Refused: "))
-        await self.backend.write(path, text)
 
     async def close(self) -> None:
         if self.running:

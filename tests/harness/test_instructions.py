@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 
 from tests.fakes import FailingReads
+from tests.harness.os_refusals import modes_refuse, refuse
 from workbench.backends.composite import CompositeBackend
 from workbench.backends.host import HostBackend
 from workbench.backends.readonly import ReadOnlyBackend
@@ -432,3 +433,48 @@ async def test_I6_writes_no_state_keys(tmp_path, dirs):
     await engine.run("t", "hi")
     assert set(engine.store.latest_checkpoint("t").state) == {"messages"}
     assert len(mw._cache) == 0  # the run's entry is dropped when it ends
+
+
+# -- I5: a file the OS refuses (EACCES) --------------------------------------------------------------------
+async def test_I5_an_agents_md_the_os_refuses_is_reported_refused_and_the_run_goes_on(tmp_path, dirs, monkeypatch):
+    """I5: an AGENTS.md the OS will not open (mode 000, another user's) failed every run and every
+    recover with "I/O error ... Permission denied"; it is the file's condition, reported like a refusal."""
+    (dirs[0] / "AGENTS.md").write_text("User rule: be brief.\n")
+    (dirs[1] / "AGENTS.md").write_text("Project rule.\n")
+    refuse(monkeypatch, "open", "project/AGENTS.md")
+    model = ScriptedModel([reply("ok")])
+    engine = make(tmp_path, model, [InstructionsMiddleware(PATHS)], backend_for(dirs))
+    result = await engine.run("t", "hi")
+    assert result.status == "done", result.error
+    assert "User rule: be brief." in model.requests[0].system
+    docs = {d["path"]: d for d in reports(engine)[0]["documents"]}
+    assert docs["/user/AGENTS.md"]["fate"] == "shown"
+    assert docs["/project/AGENTS.md"]["fate"] == "refused"
+    assert docs["/project/AGENTS.md"]["reason"] == "Permission denied"
+
+
+async def test_I5_an_agents_md_in_a_folder_the_os_refuses_is_reported_refused(dirs, monkeypatch):
+    """I5: a folder without search permission refuses the stat of the file inside it."""
+    (dirs[1] / "locked").mkdir()
+    (dirs[1] / "locked" / "AGENTS.md").write_text("rules\n")
+    refuse(monkeypatch, "stat", "locked/AGENTS.md")
+    report = await load_instructions(backend_for(dirs), ["/project/locked/AGENTS.md"])
+    assert report.section is None
+    assert report.documents == [{"path": "/project/locked/AGENTS.md", "fate": "refused", "tokens": 0,
+                                 "shown_tokens": 0, "reason": "Permission denied"}]
+
+
+async def test_I5_a_real_mode_000_agents_md_is_reported_refused(tmp_path, dirs):
+    """I5 with the OS's own EACCES (skipped where file modes refuse nothing: root with CAP_DAC_OVERRIDE)."""
+    if not modes_refuse(tmp_path):
+        pytest.skip("this process reads mode-000 files (root): the monkeypatched tests above cover it")
+    (dirs[1] / "AGENTS.md").write_text("rules\n")
+    (dirs[1] / "AGENTS.md").chmod(0)
+    try:
+        model = ScriptedModel([reply("ok")])
+        engine = make(tmp_path, model, [InstructionsMiddleware(PATHS)], backend_for(dirs))
+        assert (await engine.run("t", "hi")).status == "done"
+        doc = reports(engine)[0]["documents"][1]
+        assert doc["fate"] == "refused" and doc["reason"] == "Permission denied"
+    finally:
+        (dirs[1] / "AGENTS.md").chmod(0o600)

@@ -20,7 +20,15 @@ from typing import Any, Protocol
 
 import re2
 
-from workbench.errors import BackendIOError, BackendRefusal, EditMismatch, FileNotFound, NotTextFile, PathError
+from workbench.errors import (
+    AccessDenied,
+    BackendIOError,
+    BackendRefusal,
+    EditMismatch,
+    FileNotFound,
+    NotTextFile,
+    PathError,
+)
 
 __all__ = [
     "BackendIOError",
@@ -32,6 +40,7 @@ __all__ = [
     "GrepMatch",
     "MAX_PATTERN_CHARS",
     "NotTextFile",
+    "AccessDenied",
     "PathError",
     "ancestors",
     "apply_edit",

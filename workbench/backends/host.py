@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import contextvars
 import errno
 import os
 import stat as stat_mod
@@ -15,9 +16,10 @@ import tempfile
 import unicodedata
 from collections.abc import Iterable, Iterator
 from pathlib import Path
-from typing import BinaryIO
+from typing import BinaryIO, NamedTuple
 
 from workbench.backends.base import (
+    AccessDenied,
     BackendIOError,
     BackendRefusal,
     FileBackend,
@@ -40,7 +42,7 @@ from workbench.backends.base import (
 )
 from workbench.backends.guard import check, hidden, run_walk, walk_tick
 
-__all__ = ["HostBackend", "SKIPPED_DIRS"]
+__all__ = ["HostBackend", "LinkOutside", "OUTSIDE_REASON", "SKIPPED_DIRS", "noting_links_outside"]
 
 SKIPPED_DIRS = frozenset({".git", ".workbench"})
 """Folders glob and grep never walk into (they are still readable by path)."""
@@ -69,6 +71,36 @@ def _umask() -> int:
 
 
 _NEW_FILE_MODE = 0o666 & ~_umask()
+
+
+OUTSIDE_REASON = "path resolves outside the root (through a symlink)"
+"""The refusal for a path that leads out of the root."""
+
+
+class LinkOutside(NamedTuple):
+    """An entry a listing left out because it is a symlink leading outside the root."""
+
+    name: str
+    is_dir: bool
+
+
+_LINKS_OUTSIDE: contextvars.ContextVar[list[LinkOutside] | None] = contextvars.ContextVar(
+    "workbench_links_outside", default=None)
+
+
+@contextlib.contextmanager
+def noting_links_outside() -> Iterator[list[LinkOutside]]:
+    """Inside, each ``list`` names in the list yielded the entries it leaves out as symlinks leading
+    outside the root, so a caller can report them (a skill folder linked out of the workspace, S6)
+    where the listing itself stays silent about them. Links into a protected folder are never named
+    (F4). The list is shared with the listing's worker thread (``asyncio.to_thread`` copies the
+    context, not the list)."""
+    noted: list[LinkOutside] = []
+    token = _LINKS_OUTSIDE.set(noted)
+    try:
+        yield noted
+    finally:
+        _LINKS_OUTSIDE.reset(token)
 
 
 PROTECTED_REASON = ("protected path: the workbench's own data (the thread store or the API key folder); "
@@ -180,7 +212,7 @@ class HostBackend(FileBackend):
         if self._is_protected(real) or self._is_protected(joined):
             raise BackendRefusal(v, PROTECTED_REASON)
         if not self._inside(real):
-            raise BackendRefusal(v, "path resolves outside the root (through a symlink)")
+            raise BackendRefusal(v, OUTSIDE_REASON)
         # Judge the path as named and as the path the backend will open: a symlink in the root
         # must not lead around a rule (P5). ``real`` is what the caller opens next.
         check(action, v)
@@ -213,6 +245,8 @@ class HostBackend(FileBackend):
             return NotTextFile(v, "is a directory")
         if exc.errno == errno.ELOOP:
             return NotTextFile(v, "a symlink loop (too many levels of symbolic links)")
+        if isinstance(exc, PermissionError):
+            return AccessDenied(v, exc.strerror or str(exc))
         return BackendIOError(v, exc.strerror or str(exc))
 
     def _stat(self, v: str, real: str) -> os.stat_result:
@@ -419,10 +453,16 @@ class HostBackend(FileBackend):
             os.close(fd)
 
     def _entry_info(self, v: str, entry: os.DirEntry[str]) -> FileInfo | None:
-        """Info on one listed entry; None for a symlink leading outside the root or nowhere."""
+        """Info on one listed entry; None for a symlink leading outside the root or nowhere (one
+        leading outside is named to ``noting_links_outside``, unless it leads into a protected folder)."""
         try:
-            if entry.is_symlink() and not self._inside(os.path.realpath(entry.path)):
-                return None
+            if entry.is_symlink():
+                real = os.path.realpath(entry.path)
+                if not self._inside(real):
+                    noted = _LINKS_OUTSIDE.get()
+                    if noted is not None and not self._is_protected(real):
+                        noted.append(LinkOutside(entry.name, os.path.isdir(real)))
+                    return None
             return self._info(v, entry.stat())
         except OSError:
             return None
@@ -546,9 +586,12 @@ class HostBackend(FileBackend):
     async def target(self, path: str) -> str:
         # Inline, not in a worker: a realpath is a few syscalls, cheaper than the thread hop, and it
         # runs before every file tool call (the harness overhead budget is 2 ms a step).
-        return self._do_target(path)
+        return self.link_target(path)
 
-    def _do_target(self, path: str) -> str:
+    def link_target(self, path: str) -> str:
+        """What ``target`` answers, without awaiting: the virtual path ``path`` leads to through
+        symlinks (``path`` itself when it leads nowhere else, or out of the root, which every call
+        refuses anyway). For a caller that cannot await: the window's Save verdict (P5)."""
         v = normalize(path)
         rel = v.lstrip("/")
         real = os.path.realpath(os.path.join(self._root, *rel.split("/")) if rel else self._root)

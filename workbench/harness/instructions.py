@@ -20,7 +20,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar
 
-from workbench.backends.base import BackendRefusal, FileNotFound, NotTextFile, looks_binary
+from workbench.backends.base import AccessDenied, BackendRefusal, FileNotFound, NotTextFile, looks_binary
 from workbench.backends.guard import PathGuard, guarding
 from workbench.engine.middleware import AgentMiddleware, HookContext, Section
 from workbench.engine.tokens import estimate_tokens, truncate_to_tokens
@@ -131,9 +131,10 @@ async def load_instructions(
 
     Of each file at most ``4 × max_file_tokens`` bytes are read (``read_head``), before any
     tokenizing: a longer file is shown cut. A missing or whitespace-only file (a BOM counts as
-    whitespace) is skipped; a refused one, and one that is not a UTF-8 text file (a directory,
-    FIFO, symlink loop, other encoding, binary), is skipped and reported with the reason; any
-    other ``BackendIOError`` propagates (the step fails and ``recover`` runs it again).
+    whitespace) is skipped; a refused one (by the rules, the root, or the OS: ``AccessDenied``),
+    and one that is not a UTF-8 text file (a directory, FIFO, symlink loop, other encoding,
+    binary), is skipped and reported with the reason; any other ``BackendIOError`` propagates
+    (the step fails and ``recover`` runs it again).
     """
     docs: list[dict[str, Any]] = []
     parts: list[str] = [GUIDE]
@@ -151,7 +152,9 @@ async def load_instructions(
         except FileNotFound:
             docs.append(_doc(path, "skipped", reason="missing"))
             continue
-        except BackendRefusal as e:
+        except (BackendRefusal, AccessDenied) as e:
+            # The OS refusing the file (mode 000, another user's) is the file's condition: a retry
+            # would fail the same way, so it is reported like a refusal rather than failing every run.
             docs.append(_doc(path, "refused", reason=e.detail or str(e)))
             continue
         except NotTextFile as e:

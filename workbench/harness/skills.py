@@ -13,14 +13,16 @@ from __future__ import annotations
 
 import logging
 import re
+import unicodedata
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import yaml
 
-from workbench.backends.base import BackendRefusal, FileNotFound, NotTextFile, join, looks_binary
+from workbench.backends.base import AccessDenied, BackendRefusal, FileNotFound, NotTextFile, PathError, join, looks_binary
 from workbench.backends.guard import PathGuard, guarding
+from workbench.backends.host import OUTSIDE_REASON, noting_links_outside
 from workbench.engine.messages import ToolCall
 from workbench.engine.middleware import AgentMiddleware, CallTool, HookContext, Section, ToolContext
 from workbench.engine.tokens import estimate_tokens
@@ -125,6 +127,40 @@ def _frontmatter(text: str) -> str:
     raise SkillFormatError(f"no closing '---' line within the first {FRONTMATTER_MAX_CHARS} characters")
 
 
+_FRONTMATTER_FIRST_LINE = 2
+"""The SKILL.md line the frontmatter's YAML starts on (after the opening ``---``)."""
+MAX_PROBLEM_CHARS = 300
+
+
+def _yaml_problem(e: yaml.YAMLError) -> str:
+    """What PyYAML found wrong and where, as a line and column of the SKILL.md (S6: the Skills panel
+    names the line). PyYAML's own first line ("while scanning for the next token") is only the context."""
+    if not isinstance(e, yaml.MarkedYAMLError):
+        text = str(e).strip()
+        return _cut(text.splitlines()[0] if text else type(e).__name__, MAX_PROBLEM_CHARS)
+
+    def at(mark: Any) -> str:
+        return f"line {mark.line + _FRONTMATTER_FIRST_LINE}, column {mark.column + 1}"
+
+    what = e.problem or e.context or type(e).__name__
+    out = f"{at(e.problem_mark)}: {what}" if e.problem_mark is not None else what
+    if e.problem and e.context:
+        started = e.context_mark is not None and e.context_mark.line != getattr(e.problem_mark, "line", None)
+        out += f" ({e.context}" + (f" that starts at {at(e.context_mark)}" if started else "") + ")"
+    return _cut(out, MAX_PROBLEM_CHARS)
+
+
+_NOT_ON_ONE_LINE = frozenset({"Cc", "Cf", "Cs", "Zl", "Zp"})
+"""Unicode categories that break or hide a line of the prompt: controls (CR, LF, NUL, tab, escapes),
+format characters (bidi overrides, zero-width), surrogates, and the line and paragraph separators."""
+
+
+def _line_breaker(text: str) -> str | None:
+    """The first character of ``text`` that keeps it from being one plain line of the prompt, as U+XXXX."""
+    bad = next((c for c in text if unicodedata.category(c) in _NOT_ON_ONE_LINE), None)
+    return None if bad is None else f"U+{ord(bad):04X}"
+
+
 def _cut(text: str, limit: int) -> str:
     """``text`` at most ``limit`` code points, with an ellipsis when cut."""
     return text if len(text) <= limit else text[: max(limit - 1, 0)] + "…"
@@ -146,8 +182,7 @@ def parse_skill(text: str, path: str, source: str, *, max_description_chars: int
     try:
         data = yaml.safe_load(raw)
     except yaml.YAMLError as e:
-        first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
-        raise SkillFormatError(f"the frontmatter is not valid YAML: {first}") from None
+        raise SkillFormatError(f"the frontmatter is not valid YAML: {_yaml_problem(e)}") from None
     except RecursionError:  # PyYAML composes recursively: a hostile file nests past the stack
         raise SkillFormatError("the frontmatter is nested too deeply to be a skill's fields") from None
     if not isinstance(data, dict):
@@ -156,8 +191,14 @@ def parse_skill(text: str, path: str, source: str, *, max_description_chars: int
     if not isinstance(name, str) or not name.strip():
         raise SkillFormatError("'name' is missing or not a non-empty string")
     name = name.strip()
-    if "\n" in name or len(name) > MAX_NAME_CHARS:
+    if len(name) > MAX_NAME_CHARS:
         raise SkillFormatError(f"'name' must be one line of at most {MAX_NAME_CHARS} characters")
+    # The name goes verbatim into the system prompt: a CR, NUL, U+2028 or escape in it could start a
+    # line of its own there (S6: refused and reported, never listed).
+    breaker = _line_breaker(name)
+    if breaker is not None:
+        raise SkillFormatError(f"'name' must be one line of plain text: it holds the control or separator "
+                               f"character {breaker}")
     description = data.get("description")
     if not isinstance(description, str) or not description.strip():
         raise SkillFormatError("'description' is missing or not a non-empty string")
@@ -205,9 +246,11 @@ async def scan_skills(
     """Find the skills under ``sources`` (S1, S3, S4, S6).
 
     Sources in order, folders in path order; a later skill replaces an earlier one of the same name.
-    A missing source and a folder without SKILL.md are skipped silently; refused, malformed,
-    unreadable (``NotTextFile``), shadowed and unlisted skills are in ``skipped``. Any other
-    ``BackendIOError`` is a real I/O failure and propagates (the step fails).
+    A missing source and a folder without SKILL.md are skipped silently; refused (by the rules, or
+    a folder linked outside the root), malformed, unreadable (``NotTextFile``, or the OS refused it:
+    ``AccessDenied``), shadowed and unlisted skills are in ``skipped``, and so is a SKILL.md in a
+    folder whose name starts with "." (such folders are not scanned). Any other ``BackendIOError``
+    is a real I/O failure and propagates (the step fails).
     """
     scan = SkillScan()
     found: dict[str, SkillInfo] = {}
@@ -215,14 +258,21 @@ async def scan_skills(
         return scan
     for source in sources:
         try:
-            entries = await backend.list(source)
+            with noting_links_outside() as links_outside:
+                entries = await backend.list(source)
         except FileNotFound:
             continue
         except BackendRefusal as e:
             scan.skipped.append(SkippedSkill(source, "", "refused", e.detail or str(e)))
             continue
-        folders = [e for e in entries if e.is_dir and not e.path.rstrip("/").rsplit("/", 1)[-1].startswith(".")]
-        for i, info in enumerate(folders):
+        except AccessDenied as e:
+            scan.skipped.append(SkippedSkill(source, "", "unreadable", e.detail or str(e)))
+            continue
+        # The listing leaves out folders linked outside the root; they are named here, refused (S6),
+        # in path order with the rest.
+        outside = {link.name for link in links_outside if link.is_dir}
+        folders = sorted([e.path.rstrip("/") for e in entries if e.is_dir] + [join(source, n) for n in outside])
+        for i, folder in enumerate(folders):
             if scan.scanned >= max_scanned:
                 left = len(folders) - i
                 scan.skipped.append(SkippedSkill(
@@ -230,7 +280,17 @@ async def scan_skills(
                     f"{left} folder(s) not examined: max_scanned ({max_scanned}) folders were examined"))
                 break
             scan.scanned += 1
-            path = join(info.path.rstrip("/"), "SKILL.md")
+            name = folder.rsplit("/", 1)[-1]
+            if name.startswith("."):
+                note = await _hidden_skill(backend, folder)
+                if note is not None:
+                    scan.skipped.append(note)
+                continue
+            unfit = _unfit_folder(folder, name, outside)
+            if unfit is not None:
+                scan.skipped.append(unfit)
+                continue
+            path = join(folder, "SKILL.md")
             try:
                 text = await _read_head(backend, path)
             except FileNotFound:
@@ -238,7 +298,7 @@ async def scan_skills(
             except BackendRefusal as e:
                 scan.skipped.append(SkippedSkill(path, "", "refused", e.detail or str(e)))
                 continue
-            except NotTextFile as e:  # a directory, FIFO, loop or not UTF-8: skip it (S6)
+            except (NotTextFile, AccessDenied) as e:  # a directory, FIFO, loop, not UTF-8, mode 000 (S6)
                 scan.skipped.append(SkippedSkill(path, "", "unreadable", e.detail or str(e)))
                 continue
             if looks_binary(text):
@@ -259,6 +319,38 @@ async def scan_skills(
     for s in skills[max_skills:]:
         scan.skipped.append(SkippedSkill(s.path, s.name, "unlisted", f"over max_skills ({max_skills})"))
     return scan
+
+
+def _unfit_folder(folder: str, name: str, outside: set[str]) -> SkippedSkill | None:
+    """Why a source's folder named ``name`` is no skill to read, or None to read its SKILL.md (S6).
+
+    A folder linked outside the root is refused: the listing left it out and its SKILL.md is never
+    opened. A folder whose name holds a line break would put the break into the prompt with its path.
+    """
+    if name in outside:
+        return SkippedSkill(folder, "", "refused", OUTSIDE_REASON)
+    breaker = _line_breaker(name)
+    if breaker is not None:
+        return SkippedSkill(join(folder, "SKILL.md"), "", "malformed",
+                            f"the folder's name holds the control or separator character {breaker}, "
+                            "which would break its line in the prompt")
+    return None
+
+
+async def _hidden_skill(backend: Any, folder: str) -> SkippedSkill | None:
+    """The note for a SKILL.md in a dot-folder, else None (S6).
+
+    Dot-folders (``.git``, ``.cache``, a hidden draft) are not scanned for skills, but one holding a
+    SKILL.md is named, so no skill disappears without a word; its SKILL.md is not read.
+    """
+    path = join(folder, "SKILL.md")
+    try:
+        if not await backend.exists(path):
+            return None
+    except PathError:  # refused or unreadable: a folder that is not scanned anyway
+        return None
+    return SkippedSkill(path, "", "unlisted", "in a folder whose name starts with '.': such folders are not "
+                                              "scanned for skills (rename the folder to list it)")
 
 
 def _entry(skill: SkillInfo) -> str:

@@ -1,0 +1,83 @@
+"""P5 for the window's Save of an AGENTS.md (``Session.write_verdict`` / ``write_document``).
+
+The person saving is held to the agent's deny rules on every path the write really touches: a symlink
+is judged as named and where it leads, as ``edit_file`` is, and again while the backend opens it.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from workbench.backends.base import BackendRefusal
+from workbench.engine.models.scripted import ScriptedModel, reply, tool_reply
+from workbench.session import Session
+
+RULES = """permissions:
+  rules:
+    - {deny: write, path: '/project/protected/**'}
+    - {ask: write, path: '/project/asked/**'}
+"""
+
+
+@pytest.fixture
+def workspace(tmp_path: Path) -> Path:
+    ws = tmp_path / "ws"
+    for folder in ("protected", "asked", "open"):
+        (ws / folder).mkdir(parents=True)
+        (ws / folder / "rules.md").write_text("ORIGINAL\n")
+    (ws / "workbench.yaml").write_text(RULES)
+    return ws
+
+
+async def test_P5_saving_an_agents_md_linked_into_a_denied_folder_is_refused_naming_rule_and_target(workspace):
+    """P5: write_verdict said allowed and write_document wrote through the link into /project/protected."""
+    os.symlink("protected/rules.md", workspace / "AGENTS.md")
+    model = ScriptedModel([tool_reply(("edit_file", {"path": "/project/AGENTS.md", "old_string": "ORIGINAL",
+                                                     "new_string": "AGENT"})), reply("ok")])
+    session = await Session.open(workspace, model=model)
+    await session.run("edit it")
+    (agent_said,) = [m.content for m in session.messages if m.role == "tool"]
+    ok, why = session.write_verdict("/project/AGENTS.md")
+    assert not ok
+    assert why == ("Denied: write /project/protected/rules.md matches 'deny write /project/protected/**' "
+                   "(workbench.yaml line 3) (/project/AGENTS.md is a symlink to it)")
+    assert why.removeprefix("Denied: ") in agent_said  # the same words the agent's edit_file got
+    with pytest.raises(BackendRefusal, match=r"/project/protected/rules\.md.*deny write /project/protected/\*\*"):
+        await session.write_document("/project/AGENTS.md", "USER SAVE\n")
+    assert (workspace / "protected" / "rules.md").read_text() == "ORIGINAL\n"
+    await session.close()
+
+
+async def test_P5_saving_through_a_link_to_an_allowed_or_asked_file_goes_ahead(workspace):
+    """An ask rule on where the link leads does not stop the person: they are the one it would ask."""
+    os.symlink("asked/rules.md", workspace / "AGENTS.md")
+    os.symlink("open/rules.md", workspace / "OPEN.md")
+    session = await Session.open(workspace, model=ScriptedModel([]))
+    assert session.write_verdict("/project/AGENTS.md") == (True, "")
+    await session.write_document("/project/AGENTS.md", "saved via link\n")
+    await session.write_document("/project/OPEN.md", "saved too\n")
+    assert (workspace / "asked" / "rules.md").read_text() == "saved via link\n"
+    assert (workspace / "open" / "rules.md").read_text() == "saved too\n"
+    assert (workspace / "AGENTS.md").is_symlink()
+    await session.close()
+
+
+async def test_P5_a_link_swapped_after_the_verdict_cannot_carry_the_save_past_a_rule(workspace):
+    """P5, no TOCTOU: the backend judges again, while it writes, the path it really opens."""
+    os.symlink("open/rules.md", workspace / "AGENTS.md")
+    session = await Session.open(workspace, model=ScriptedModel([]))
+    backend_write = session.backend.write
+
+    async def swapped_then_written(path: str, content: str) -> None:
+        os.unlink(workspace / "AGENTS.md")
+        os.symlink("protected/rules.md", workspace / "AGENTS.md")
+        await backend_write(path, content)
+
+    session.backend.write = swapped_then_written  # type: ignore[method-assign]
+    with pytest.raises(BackendRefusal, match="deny write /project/protected"):
+        await session.write_document("/project/AGENTS.md", "USER SAVE\n")
+    assert (workspace / "protected" / "rules.md").read_text() == "ORIGINAL\n"
+    await session.close()
