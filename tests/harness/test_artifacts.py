@@ -207,3 +207,76 @@ async def test_A3_subagent_artifacts_merge_namespaced(tmp_path):
     assert "researcher_1/notes.md — text/markdown, 8 bytes" in model.requests[1].system
     sources = [e.data["source"] for e in engine.store.events("t", types={"artifact_written"})]
     assert sources == ["researcher_1", "researcher_1"]
+
+
+def _costly_name(i: int) -> str:
+    """A 200-character name of rare CJK ideographs (extension A): about 590 tokens."""
+    import random
+
+    rnd = random.Random(i)
+    return f"{i:03d}" + "".join(chr(rnd.randint(0x3400, 0x4DBF)) for _ in range(197))
+
+
+async def test_A2_the_listing_is_bounded_in_tokens_and_the_thread_stays_alive(tmp_path):
+    """A2 (the reviewer's t10): 100 names of 200 rare characters made the listing ~60k tokens, over the
+    engine's max_prompt_section_tokens, and every later model call of the thread failed. Now each name is
+    cut and marked, the listing stops at max_section_tokens with "… and N more", and a cut name as listed
+    reads its artifact."""
+    from workbench.engine.tokens import estimate_tokens
+
+    calls = [("write_artifact", {"name": _costly_name(i), "content": f"content {i}"}) for i in range(100)]
+    model = ScriptedModel([tool_reply(*calls), reply("done"), reply("second run")])
+    engine = make(tmp_path, model)
+    assert (await engine.run("t", "write them")).status == "done"
+    assert (await engine.run("t", "again")).status == "done"
+    listing = "## Artifacts" + model.requests[-1].system.split("## Artifacts", 1)[1]
+    assert estimate_tokens(listing) <= 3000
+    lines = listing.splitlines()
+    assert "a name cut with … is read by giving it as listed" in lines[1]
+    entries = lines[2:-1]
+    assert 0 < len(entries) < 100 and lines[-1] == f"- … and {100 - len(entries)} more"
+    first_listed = entries[0].removeprefix("- ").split(" — ")[0]
+    assert first_listed.startswith("000") and first_listed.endswith("…") and len(first_listed) < 100
+    model2 = ScriptedModel([tool_reply(("read_artifact", {"name": first_listed})), reply("done")])
+    await make(tmp_path, model2).run("t", "read it")
+    assert tool_results(model2.requests[1])[-1] == "content 0"
+
+
+async def test_A2_names_that_fit_are_listed_whole(tmp_path):
+    name = "reports/" + "quarterly-summary-" * 10 + ".md"  # 190 ASCII characters: under the per-name cut
+    model = ScriptedModel([tool_reply(("write_artifact", {"name": name, "content": "x"})), reply("done")])
+    await make(tmp_path, model, ArtifactsMiddleware(max_section_tokens=200)).run("t", "go")
+    system = model.requests[1].system
+    assert f"- {name} — text/markdown, 1 bytes" in system and "is read by giving it as listed" not in system
+
+
+async def test_A3_a_merge_never_replaces_an_artifact_from_another_source(tmp_path):
+    """A3/A1: the agent may write under ``researcher_1/``; merging that task's artifact of the same name
+    used to replace the agent's own silently. The merged one now takes a free name, returned (and so named
+    to the model); the same task merging again replaces only its own."""
+    merged: list[list[str]] = []
+
+    async def delegate(args: dict[str, Any], ctx: Any) -> str:
+        names = merge_subagent_artifacts(ctx, "researcher", 1, {"notes.md": args["text"], "notes (2).md": "other"})
+        merged.append(names)
+        return ", ".join(names)
+
+    tool = Tool("delegate", "Delegate.", schema({"text": {"type": "string"}}), delegate)
+    model = ScriptedModel([
+        tool_reply(("write_artifact", {"name": "researcher_1/notes.md", "content": "the agent's own"})),
+        tool_reply(("delegate", {"text": "first"})),
+        tool_reply(("delegate", {"text": "continued"})),
+        tool_reply(("write_artifact", {"name": "researcher_1/notes (2).md", "content": "mine now"})),
+        reply("done"),
+    ])
+    engine = make(tmp_path, model, tools=[tool])
+    assert (await engine.run("t", "go")).status == "done"
+    assert merged == [["researcher_1/notes (2).md", "researcher_1/notes (2) (2).md"]] * 2
+    artifacts = stored(tmp_path)["artifacts"]
+    assert artifacts["researcher_1/notes.md"]["content"] == "the agent's own"
+    assert artifacts["researcher_1/notes.md"]["source"] == "agent"
+    assert artifacts["researcher_1/notes (2) (2).md"]["content"] == "other"
+    # the continued task replaced its own earlier merge; the agent's later write names whose it replaced
+    assert artifacts["researcher_1/notes (2).md"] == {**artifacts["researcher_1/notes (2).md"],
+                                                     "content": "mine now", "source": "agent"}
+    assert "came from researcher_1" in tool_results(model.requests[4])[-1]

@@ -363,3 +363,94 @@ async def test_T7_the_plan_never_routes_or_filters_tools(tmp_path):
     offered = [[t.name for t in r.tools] for r in model.requests]
     assert offered == [["echo", "write_todos"]] * 3
     assert tool_results(model)[-1].content == "echoed"
+
+
+# -- T3 / T5: the plan is bounded in tokens, not only in items and code points --------------------------------
+def _costly(seed: int, n: int) -> str:
+    """``n`` rare CJK ideographs (extension A): about three tokens each, so a plan within max_todos ×
+    max_todo_chars can still be tens of thousands of tokens."""
+    import random
+
+    rnd = random.Random(seed)
+    return "".join(chr(rnd.randint(0x3400, 0x4DBF)) for _ in range(n))
+
+
+def test_T3_a_plan_over_max_section_tokens_is_refused_naming_its_longest_items():
+    """T3/T5: counting code points alone let 30 items of 400 rare characters (~36k tokens) through."""
+    from workbench.engine.tokens import estimate_tokens
+
+    items = [{"content": f"short item {i}", "status": "pending"} for i in range(5)]
+    items[3] = {"content": _costly(3, 400), "status": "pending"}
+    with pytest.raises(TodoError) as e:
+        apply_todos(empty_todos(), items, max_section_tokens=500)
+    [problem] = e.value.problems
+    assert "over max_section_tokens (500)" in problem and "item 4: " in problem
+    # the same plan fits a larger bound, and a plan exactly at the bound is accepted
+    accepted = apply_todos(empty_todos(), items, max_section_tokens=4000)
+    lines = ["# Current plan", *(f"[{i['id']}] {i['status']}: {i['content']}" for i in accepted["items"])]
+    exact = estimate_tokens("\n".join(lines))
+    assert apply_todos(empty_todos(), items, max_section_tokens=exact)["items"] == accepted["items"]
+    with pytest.raises(TodoError):
+        apply_todos(empty_todos(), items, max_section_tokens=exact - 1)
+
+
+async def test_T3_T5_a_costly_plan_is_refused_and_the_thread_stays_alive(tmp_path):
+    """T3/T5 (the reviewer's t11): before, write_todos accepted the plan and every later model call of the
+    thread failed over the engine's max_prompt_section_tokens; now the model is told and can shorten it."""
+    costly = [{"content": _costly(i, 400), "status": "pending"} for i in range(30)]
+    model = ScriptedModel([
+        tool_reply(write(*costly)),
+        tool_reply(write({"content": "A short plan", "status": "pending"})),
+        reply("done"),
+        reply("second run"),
+    ])
+    engine = make(tmp_path, model)
+    assert (await engine.run("t", "plan")).status == "done"
+    refused, accepted = tool_results(model)
+    assert refused.meta["status"] == "error" and "the plan was not changed" in refused.content
+    assert "over max_section_tokens (4000)" in refused.content and "shorten the longest items" in refused.content
+    assert accepted.content.startswith("Plan updated")
+    assert todos(engine)["items"] == [{"id": 1, "content": "A short plan", "status": "pending"}]
+    assert (await engine.run("t", "again")).status == "done"
+
+
+async def test_T5_the_plan_section_is_cut_in_tokens_whatever_the_stored_list_holds(tmp_path):
+    """T5: a plan stored before the token bound (or under a larger one) is shown cut and marked, within
+    max_section_tokens, and the run goes on under the engine's default max_prompt_section_tokens."""
+    from workbench.engine.tokens import estimate_tokens
+
+    costly = [{"content": _costly(i, 400), "status": "pending"} for i in range(30)]
+    model = ScriptedModel([tool_reply(write(*costly)), reply("done")])
+    unbounded = Agent(model, instructions="BASE", middleware=[TodosMiddleware(max_section_tokens=100_000)],
+                      max_prompt_section_tokens=100_000)
+    assert (await Engine(unbounded, Store(tmp_path / "threads.sqlite3")).run("t", "plan")).status == "done"
+    assert len(todos(make(tmp_path, ScriptedModel([])))["items"]) == 30
+
+    model2 = ScriptedModel([reply("ok")])
+    engine = make(tmp_path, model2)  # the default bound, 4,000 tokens
+    assert (await engine.run("t", "again")).status == "done"
+    plan = "# Current plan" + model2.requests[0].system.split("# Current plan", 1)[1]
+    assert estimate_tokens(plan) <= 4000
+    lines = plan.splitlines()
+    shown = len(lines) - 2
+    assert 0 < shown < 30 and lines[1].startswith("[1] pending: ")
+    assert lines[-1] == f"(… {30 - shown} more not shown)"
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.text(st.characters(blacklist_characters="\n"), max_size=60), max_size=12),
+       st.integers(1, 120), st.integers(0, 5))
+def test_T5_fit_lines_to_tokens_keeps_its_bound_and_marks_what_it_leaves_out(lines, bound, hidden):
+    """T5, A2: the listing sections' shared bound. Over the bound only when not one line fits (the
+    heading and the marker alone)."""
+    from workbench.engine.tokens import estimate_tokens
+    from workbench.harness.todos import fit_lines_to_tokens
+
+    def more(n):
+        return f"(… {n} more not shown)"
+
+    text, shown = fit_lines_to_tokens("# Head", lines, bound, more, hidden=hidden)
+    left_out = hidden + len(lines) - shown
+    assert text == "\n".join(["# Head", *lines[:shown], *([more(left_out)] if left_out else [])])
+    if shown:
+        assert estimate_tokens(text) <= bound

@@ -4,14 +4,24 @@ State key ``todos``: ``{"items": [{"id", "content", "status"}], "next_id": int}`
 integers handed out from ``next_id``, which only grows, so an id is never reused within a thread
 (T2). The plan only guides the model: this middleware never filters tools or decides permissions
 (T7); a blocked output puts the items back through ``restore_on_block`` but keeps ``next_id`` (T2).
+
+Token bound (T3, T5): items are counted in code points, but a code point can cost several tokens (a rare
+CJK ideograph costs about three), so ``max_todos`` × ``max_todo_chars`` alone does not bound the ``todos``
+section. Two guards, for two different readers: ``write_todos`` refuses a plan whose section would take
+more than ``max_section_tokens`` estimated tokens, saying which items are the longest, so the model learns
+its plan was not kept and can shorten it (a plan only cut in the prompt would look kept to it); and the
+section is cut to ``max_section_tokens`` whatever the stored list holds (a thread written before the
+bound, or reopened under tighter limits), so no stored plan can push the prompt sections over the
+engine's ``max_prompt_section_tokens`` and fail every later step of the thread.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from workbench.engine.middleware import AgentMiddleware, HookContext, Section, ToolContext
+from workbench.engine.tokens import estimate_tokens
 from workbench.engine.tools import Tool, ToolOutcome, schema
 
 __all__ = [
@@ -22,13 +32,20 @@ __all__ = [
     "TodosMiddleware",
     "apply_todos",
     "empty_todos",
+    "fit_lines_to_tokens",
     "normalize_todos",
+    "render_plan",
 ]
 
 KEY = "todos"
 STATUSES = ("pending", "in_progress", "done")
 ALIASES = {"completed": "done"}
 MAX_PROBLEMS = 10
+PLAN_HEADING = "# Current plan"
+# Enough for a full plan of code-heavy English (30 items of 400 characters are about 3,500 tokens) while
+# leaving most of the engine's max_prompt_section_tokens (24,000) to AGENTS.md and skills.
+DEFAULT_MAX_SECTION_TOKENS = 4000
+LONGEST_NAMED = 3  # items named in a refusal over max_section_tokens
 
 
 class TodoError(ValueError):
@@ -61,12 +78,56 @@ def normalize_todos(value: Any) -> dict[str, Any]:
     return {"items": items, "next_id": next_id}
 
 
-def _limits(max_todos: int, max_todo_chars: int) -> str:
+def _limits(max_todos: int, max_todo_chars: int, max_section_tokens: int) -> str:
     return (f"Limits: at most {max_todos} items, each with non-empty content of at most {max_todo_chars} characters; "
+            f"the whole plan at most {max_section_tokens} tokens as shown in your prompt; "
             f"status one of {', '.join(STATUSES)}; an id only to keep an item the current list has, each at most once.")
 
 
-def apply_todos(current: Any, items: Any, *, max_todos: int = 30, max_todo_chars: int = 400) -> dict[str, Any]:
+def fit_lines_to_tokens(head: str, lines: Sequence[str], max_tokens: int, more: Callable[[int], str],
+                        *, hidden: int = 0) -> tuple[str, int]:
+    """``head`` and as many of ``lines`` as fit in ``max_tokens`` estimated tokens, one a line; then
+    ``more(n)`` when ``n`` > 0 lines are not shown (those cut here plus ``hidden``, left out before).
+    Returns the text and how many of ``lines`` it shows. A listing section's bound (T5, A2)."""
+    whole = "\n".join([head, *lines, *([more(hidden)] if hidden else [])])
+    if estimate_tokens(whole) <= max_tokens:
+        return whole, len(lines)
+    # Counted line by line (a newline is at most one token): tokenizing the growing text once per line
+    # would be quadratic, and this runs before every model step.
+    room = max_tokens - estimate_tokens(head) - estimate_tokens(more(hidden + len(lines))) - 1
+    shown = 0
+    for line in lines:
+        room -= estimate_tokens(line) + 1
+        if room < 0:
+            break
+        shown += 1
+    while True:  # a token can span a line break, so check the text as it will be counted
+        left_out = hidden + len(lines) - shown
+        text = "\n".join([head, *lines[:shown], *([more(left_out)] if left_out else [])])
+        if shown == 0 or estimate_tokens(text) <= max_tokens:
+            return text, shown
+        shown -= 1
+
+
+def render_plan(items: Sequence[Mapping[str, Any]], max_todo_chars: int) -> list[str]:
+    """The plan's lines as the ``todos`` section and ``write_todos``'s result show them."""
+    return [f"[{i['id']}] {i['status']}: {_cut(i['content'], max_todo_chars)}" for i in items]
+
+
+def _over_section_tokens(items: Sequence[Mapping[str, Any]], max_todo_chars: int, max_section_tokens: int) -> str | None:
+    """Why a plan is refused for its size in tokens (T3), naming its longest items; None when it fits."""
+    lines = render_plan(items, max_todo_chars)
+    total = estimate_tokens("\n".join([PLAN_HEADING, *lines]))
+    if total <= max_section_tokens:
+        return None
+    longest = sorted(((estimate_tokens(line), n) for n, line in enumerate(lines, 1)), reverse=True)[:LONGEST_NAMED]
+    named = ", ".join(f"item {n}: {tokens} tokens" for tokens, n in sorted(longest, key=lambda x: x[1]))
+    return (f"the plan would take {total} tokens in your prompt, over max_section_tokens ({max_section_tokens}); "
+            f"shorten the longest items ({named}) or drop items")
+
+
+def apply_todos(current: Any, items: Any, *, max_todos: int = 30, max_todo_chars: int = 400,
+                max_section_tokens: int = DEFAULT_MAX_SECTION_TOKENS) -> dict[str, Any]:
     """The new todos value after writing ``items`` over ``current`` (T1–T3); TodoError if refused."""
     cur = normalize_todos(current)
     problems: list[str] = []
@@ -122,6 +183,9 @@ def apply_todos(current: Any, items: Any, *, max_todos: int = 30, max_todo_chars
             claimed.add(match)
             id_ = match
         out.append({"id": id_, "content": content, "status": status})
+    too_long = _over_section_tokens(out, max_todo_chars, max_section_tokens)
+    if too_long:
+        raise TodoError([too_long])
     return {"items": out, "next_id": next_id}
 
 
@@ -141,18 +205,20 @@ class TodosMiddleware(AgentMiddleware):
     restore_on_block = frozenset({KEY})
     state_defaults = {KEY: empty_todos()}
 
-    def __init__(self, max_todos: int = 30, max_todo_chars: int = 400) -> None:
-        if max_todos < 1 or max_todo_chars < 1:
-            raise ValueError("max_todos and max_todo_chars must be at least 1")
+    def __init__(self, max_todos: int = 30, max_todo_chars: int = 400,
+                 max_section_tokens: int = DEFAULT_MAX_SECTION_TOKENS) -> None:
+        if max_todos < 1 or max_todo_chars < 1 or max_section_tokens < 1:
+            raise ValueError("max_todos, max_todo_chars and max_section_tokens must be at least 1")
         self.max_todos = max_todos
         self.max_todo_chars = max_todo_chars
+        self.max_section_tokens = max_section_tokens
         self._tool = Tool(
             name="write_todos",
             description=(
                 "Replace your plan (the whole todo list) for this thread. Send every item you want to keep, "
                 "with its id, plus new items without an id; items you leave out are dropped. "
-                f"At most {max_todos} items, each at most {max_todo_chars} characters. "
-                "Statuses: pending, in_progress, done."
+                f"At most {max_todos} items, each at most {max_todo_chars} characters, the whole plan at most "
+                f"{max_section_tokens} tokens. Statuses: pending, in_progress, done."
             ),
             parameters=schema({
                 "todos": {
@@ -185,20 +251,24 @@ class TodosMiddleware(AgentMiddleware):
     def tools(self) -> Sequence[Tool]:
         return (self._tool,)
 
-    def _render(self, items: Sequence[Mapping[str, Any]]) -> list[str]:
-        lines = [f"[{i['id']}] {i['status']}: {_cut(i['content'], self.max_todo_chars)}" for i in items[: self.max_todos]]
-        if len(items) > self.max_todos:
-            lines.append(f"(… {len(items) - self.max_todos} more not shown)")
-        return lines
+    def _plan_text(self, items: Sequence[Mapping[str, Any]]) -> str:
+        """The ``todos`` section: at most ``max_todos`` items, each cut at ``max_todo_chars``, the whole at
+        most ``max_section_tokens`` (T5), whatever the stored list holds."""
+        lines = render_plan(items[: self.max_todos], self.max_todo_chars)
+        text, _shown = fit_lines_to_tokens(PLAN_HEADING, lines, self.max_section_tokens,
+                                           lambda n: f"(… {n} more not shown)",
+                                           hidden=max(len(items) - self.max_todos, 0))
+        return text
 
     async def _write_todos(self, args: dict[str, Any], ctx: ToolContext) -> ToolOutcome:
         before = normalize_todos(ctx.get(KEY))
         try:
-            after = apply_todos(before, args.get("todos"), max_todos=self.max_todos, max_todo_chars=self.max_todo_chars)
+            after = apply_todos(before, args.get("todos"), max_todos=self.max_todos, max_todo_chars=self.max_todo_chars,
+                                max_section_tokens=self.max_section_tokens)
         except TodoError as e:
             return ToolOutcome.error(
                 "Error: write_todos refused; the plan was not changed. "
-                + "; ".join(e.problems) + ". " + _limits(self.max_todos, self.max_todo_chars)
+                + "; ".join(e.problems) + ". " + _limits(self.max_todos, self.max_todo_chars, self.max_section_tokens)
             )
         ctx.write(KEY, after)
         if after["items"] != before["items"]:
@@ -206,7 +276,8 @@ class TodosMiddleware(AgentMiddleware):
             ctx.emit("todos_progress", items=[dict(i) for i in after["items"]])
         if not after["items"]:
             return ToolOutcome.ok("Plan cleared: no todos.")
-        return ToolOutcome.ok("Plan updated: " + _summary(after["items"]) + ".\n" + "\n".join(self._render(after["items"])))
+        return ToolOutcome.ok("Plan updated: " + _summary(after["items"]) + ".\n"
+                              + self._plan_text(after["items"]).removeprefix(PLAN_HEADING + "\n"))
 
     async def sections(self, ctx: HookContext) -> Sequence[Section]:
         guide = Section(
@@ -216,11 +287,11 @@ class TodosMiddleware(AgentMiddleware):
             "in_progress when you start it and done as soon as it is finished; add, reword or drop items as you "
             "learn more. Each call replaces the whole list: resend the items you keep, with their ids. Skip the "
             "plan for a simple one-step request. "
-            f"At most {self.max_todos} items of at most {self.max_todo_chars} characters each.",
+            f"At most {self.max_todos} items of at most {self.max_todo_chars} characters each, the whole plan at most "
+            f"{self.max_section_tokens} tokens.",
             cacheable=True,
         )
         items = normalize_todos(ctx.get(KEY))["items"]
         if not items:
             return (guide,)
-        plan = "# Current plan\n" + "\n".join(self._render(items))
-        return (guide, Section("todos", plan, cacheable=False))
+        return (guide, Section("todos", self._plan_text(items), cacheable=False))
