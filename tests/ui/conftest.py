@@ -38,6 +38,15 @@ def pytest_asyncio_loop_factories(config: pytest.Config, item: pytest.Item) -> d
 
 
 @pytest.fixture(autouse=True)
+def fresh_decision_hand() -> None:
+    """No test starts under the hand of the previous test's last decision (decision_settle: a dialog that
+    opens within the settle time of a decision ignores that gesture's second press)."""
+    from workbench.ui import decision_settle
+
+    decision_settle._last_decision = None
+
+
+@pytest.fixture(autouse=True)
 def task_errors() -> Any:
     """Failures routed to the window's error hook; a test fails if any is left unexpected.
     A test that expects some clears the list."""

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+
 from collections.abc import Callable
 from typing import Any, TypeVar
 
@@ -26,8 +28,25 @@ def visible_dialog(name: str) -> QDialog | None:
 
 
 async def find_dialog(name: str, timeout: float = 30.0) -> Any:
-    """The visible top-level dialog with this object name."""
-    return await wait_for(lambda: visible_dialog(name), timeout, f"dialog {name!r}")
+    """The visible top-level dialog with this object name — once a person could act on it: a decision
+    dialog that opens within the settle time of the last decision ignores that gesture's second press
+    (G7, ``decision_settle``), so a test, like a person, looks at the new dialog before deciding."""
+    dialog = await wait_for(lambda: visible_dialog(name), timeout, f"dialog {name!r}")
+    await hand_settled()
+    return dialog
+
+
+async def hand_settled() -> None:
+    """Wait out what is left of the settle time of the last decision made in a dialog (G7)."""
+    import time
+
+    from workbench.ui import decision_settle
+
+    last = getattr(decision_settle, "_last_decision", None)
+    if last is not None:
+        left = last[0] + decision_settle.settle_seconds() - time.monotonic()
+        if left > 0:
+            await asyncio.sleep(left + 0.02)
 
 
 def button(parent: QWidget, name: str) -> QAbstractButton:

@@ -243,3 +243,31 @@ async def test_allow_more_sets_allow_more_and_the_run_goes_on(tmp_path: Path, qt
     assert "more allowed" in meter.toolTip()
     unsubscribe()
     await session.close()
+
+
+async def test_g7_a_double_click_on_allow_more_does_not_approve_the_next_hold(qtbot: Any) -> None:
+    """G7: the next hold's dialog opens 50–100 ms after "Allow more", its button under the same pointer:
+    the second press of the double click that approved the first hold must not approve the second, which
+    the person never saw (found by a review). A press after the settle time decides it."""
+    from tests.ui.helpers import hand_settled, wait_for
+
+    first_task = asyncio.ensure_future(ask_budget_hold(hold("c1")))
+    first = await find_dialog(DIALOG)
+    where = first.geometry()
+    spot = first.continue_button.mapToGlobal(first.continue_button.rect().center())
+    qtbot.mouseClick(first.continue_button, Qt.MouseButton.LeftButton)  # the double click's first press
+    assert (await asyncio.wait_for(first_task, 5))["decision"] == "approve"
+
+    second_task = asyncio.ensure_future(ask_budget_hold(hold("c2")))
+    second = await wait_for(lambda: visible_dialog(DIALOG), 5, "the next hold")  # no waiting: the same gesture
+    second.setGeometry(where)
+    local = second.continue_button.mapFromGlobal(spot)
+    assert second.continue_button.rect().contains(local) or (local - second.continue_button.rect().center()
+                                                             ).manhattanLength() <= 16
+    qtbot.mousePress(second.continue_button, Qt.MouseButton.LeftButton, pos=local)  # its second press
+    qtbot.mouseRelease(second.continue_button, Qt.MouseButton.LeftButton, pos=local)
+    await asyncio.sleep(0.05)
+    assert not second_task.done() and second.isVisible()  # the second hold is still asked
+    await hand_settled()  # a person who looks at the new hold, then decides
+    qtbot.mouseClick(second.continue_button, Qt.MouseButton.LeftButton, pos=local)
+    assert (await asyncio.wait_for(second_task, 5))["decision"] == "approve"

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from tests.stub_server import StubReply, StubServer
-from tests.ui.helpers import button, click, find_dialog, visible_dialog, wait_for
+from tests.ui.helpers import button, click, find_dialog, hand_settled, visible_dialog, wait_for
 
 
 async def _answer_approvals_until_done(window: Any, qtbot: Any, choice: str = "approve_once",
@@ -21,6 +21,7 @@ async def _answer_approvals_until_done(window: Any, qtbot: Any, choice: str = "a
     while window.busy:
         dialog = visible_dialog("approval_dialog")
         if dialog is not None:
+            await hand_settled()  # a person looks at the new call before deciding (G7)
             asked.append(dialog.current.payload["tool"])
             click(qtbot, button(dialog, choice))
         assert loop.time() < deadline, "the run did not settle"

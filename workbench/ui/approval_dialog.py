@@ -577,7 +577,7 @@ class ApprovalDialog(QDialog):
             return
         self.decisions[q.id] = decision
         self.sig_call_decided.emit(q.id, decision)
-        source = self.settle.take_input()
+        source = self.settle.decided()
         self.index = self._next_undecided(self.index + 1)
         if self.current is None:
             self.accept()

@@ -55,6 +55,7 @@ from workbench.budget_words import hold_fields, more_words, until_words
 from workbench.errors import WorkbenchError
 from workbench.ui import qt_async
 from workbench.ui.budget_panel import LEVEL_COLORS, field_label, format_amount, level_for
+from workbench.ui.decision_settle import DecisionSettle
 
 log = logging.getLogger(__name__)
 
@@ -235,6 +236,10 @@ class BudgetHoldDialog(QDialog):
             if b is not None:
                 b.setAutoDefault(False)  # Enter while typing must never pick an answer by accident
                 b.setDefault(False)
+        # G7: the gesture that decided the hold before this one (a double click on "Allow more", the next
+        # hold opening under the pointer) never decides this one (decision_settle.py)
+        self.settle = DecisionSettle(self, [b for b in (self.continue_button, self.compact_button, self.stop_button)
+                                            if b is not None], focus_off=self.calls_view.setFocus)
         self.finished.connect(self._cancel_compaction)
 
         layout = QVBoxLayout(self)
@@ -369,6 +374,7 @@ class BudgetHoldDialog(QDialog):
         if any(v <= 0 for v in amounts.values()):
             return
         self._decision = {"decision": "approve", "allow_more": amounts} if amounts else {"decision": "approve"}
+        self.settle.decided()
         self.accept()
 
     def choose_compact(self) -> None:
@@ -376,6 +382,7 @@ class BudgetHoldDialog(QDialog):
         amounts = self.allow_more()
         if self._compact is None or self._compacting is not None or any(v <= 0 for v in amounts.values()):
             return
+        self.settle.decided()
         self._set_busy(True)
         self.compact_label.setText("Compacting the thread's history… (a summary may take a moment)")
         self._compacting = qt_async.start(self._compact_then_continue(amounts), name="budget-compact")
@@ -417,6 +424,7 @@ class BudgetHoldDialog(QDialog):
     def choose_stop(self) -> None:
         reason = self.reason_edit.text().strip() or "stopped by the user at the budget hold"
         self._decision = {"decision": "reject", "reason": reason, "message": reason}
+        self.settle.decided()
         self.reject()
 
     def decision(self) -> dict[str, Any]:

@@ -1,4 +1,6 @@
-"""A decision means what it says (G7, Q2): the gesture that decided one call never decides the next.
+"""A decision means what it says (G7, Q2): the gesture that decided one call never decides the next —
+in the same dialog, or in the next decision dialog that opens under the same hand (a budget hold right
+after "Allow more": found by a review, a double click approved two holds).
 
 When a decision moves the approval dialog on to another call, the focus leaves the decision buttons
 (a second Space or Enter lands on the list of calls and decides nothing), and for a settle time a second
@@ -30,6 +32,18 @@ Gesture = tuple[str, QObject | None, QPoint | None]
 """What decided: its kind (``mouse``, ``key``, or ``any``: the call changed under the person's hand), the
 control, and the click's screen position."""
 
+_last_decision: tuple[float, Gesture] | None = None
+"""The latest decision made in any decision dialog of this app, and when (``time.monotonic``): a dialog
+that opens within the settle time after it — the next budget hold, 50–100 ms after "Allow more", with its
+button under the same pointer — does not take that gesture's second press as its own decision."""
+
+
+def note_decision(source: Gesture | None) -> None:
+    """Remember the gesture that just decided (see ``_last_decision``)."""
+    global _last_decision
+    if source is not None:
+        _last_decision = (time.monotonic(), source)
+
 
 def settle_seconds() -> float:
     """How long a decision's gesture may carry over: ``SETTLE_SECONDS`` or the double-click interval."""
@@ -60,6 +74,19 @@ class DecisionSettle(QObject):
         self._swallowed: set[tuple[str, int]] = set()
         for w in self._controls:
             w.installEventFilter(self)
+        if _last_decision is not None:  # a dialog opening under the hand that just decided in another one
+            when, source = _last_decision
+            left = when + self.seconds - time.monotonic()
+            if left > 0:
+                self._until = self.clock() + left
+                self._source = source
+
+    def decided(self) -> Gesture | None:
+        """A decision is being made now: the gesture that made it (``take_input``), remembered for the
+        dialogs that open after this one, too (``note_decision``)."""
+        source = self.take_input()
+        note_decision(source)
+        return source
 
     def take_input(self) -> Gesture | None:
         """The gesture that is deciding now (the press the filter just let through), once."""
