@@ -145,7 +145,10 @@ class ContextCalls:
         cap = self.config.compression.max_tool_response_chars
 
         def blocks_of(call: dict[str, Any]) -> list[Any]:
-            return rebuild(log, call, stored, records, lambda m, r: compressed_view(m, r, cap))
+            # V1: the view as it was sent — with the cap on tool results then (a call logged before the
+            # cap was stored: the configuration's)
+            at = int(call.get("tool_cap", cap))
+            return rebuild(log, call, stored, records, lambda m, r: compressed_view(m, r, at))
 
         blocks = blocks_of(by_seq[seq])
         earlier = [c for c in calls if c["seq"] < seq]

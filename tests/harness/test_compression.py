@@ -317,6 +317,33 @@ async def test_v1_v2_every_call_is_rebuilt_as_labelled_blocks_with_a_diff(tmp_pa
         await session.close()
 
 
+async def test_v1_the_inspector_rebuilds_a_call_with_the_cap_it_was_sent_with(tmp_path: Path,
+                                                                               stub_server: StubServer) -> None:
+    """V1: the inspector shows what was sent even after the configuration changed: a call sent with
+    ``max_tool_response_chars: 300`` is rebuilt with that cap, not today's (it showed the whole result)."""
+    ws = _ws(tmp_path, stub_server, "  max_tool_response_chars: 300\n")
+    read = ("read_file", {"path": "/project/big.txt"})
+    stub_server.script_for("main", StubReply(tool_calls=[read], usage=(500, 10)), StubReply(text="Read.", usage=(900, 4)),
+                           StubReply(text="Again.", usage=(950, 4)))
+    session = await Session.open(ws, api_key="sk-test")
+    try:
+        await session.run("Read big.txt")
+        await session.run("And?")  # its request carries the earlier result, cut at 300 characters
+        thread = session.thread_id
+        sent = [m.get("content") or "" for m in _sent(stub_server)[-1]["messages"]]
+        shown = [b.text.split("\n→ ")[0] for b in session.inspect_call(3)["blocks"] if b.role not in ("system", "tools")]
+        assert shown == sent[1:] and max(len(t) for t in shown) < 1000  # cut: "B" * 6000 was read
+    finally:
+        await session.close()
+    (ws / "workbench.yaml").write_text((ws / "workbench.yaml").read_text().replace("300", "100000"))
+    reopened = await Session.open(ws, thread, api_key="sk-test")
+    try:
+        again = [b.text.split("\n→ ")[0] for b in reopened.inspect_call(3)["blocks"] if b.role not in ("system", "tools")]
+        assert again == shown
+    finally:
+        await reopened.close()
+
+
 async def test_c1_before_any_reported_size_the_trigger_uses_an_estimate(tmp_path: Path,
                                                                          stub_server: StubServer) -> None:
     """A reopened thread (a new process knows no reported size yet) over the trigger by estimate

@@ -124,7 +124,7 @@ class ModelCalls:
         try:
             log.record(rt.thread_id, rt.run_id, rt.step, rt.prompt_parts, request,
                        len(rt.state.get("messages") or ()), int(request.meta.get("compression_records", 0)),
-                       self.agent.model.name, usage, status)
+                       self.agent.model.name, usage, status, tool_cap=request.meta.get("compression_cap"))
         except Exception:  # a full disk must not turn a good answer into a failed run
             import logging
 

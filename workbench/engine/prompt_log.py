@@ -69,8 +69,11 @@ class PromptLog:
         self._tools: tuple[Any, str, list[str]] | None = None
 
     def record(self, thread_id: str, run_id: str, step: int, parts: Sequence[PromptPart], request: ModelRequest,
-               stored_count: int, records_count: int, model: str, usage: Usage | None, status: str) -> int:
-        """Store one call (one transaction; texts only when new). Returns its number in the thread."""
+               stored_count: int, records_count: int, model: str, usage: Usage | None, status: str, *,
+               tool_cap: int | None = None) -> int:
+        """Store one call (one transaction; texts only when new). Returns its number in the thread.
+        ``tool_cap``: the cap on tool results the compressed view had then (``max_tool_response_chars``,
+        V1: the inspector rebuilds the call with it, whatever the configuration says later)."""
         texts: dict[str, str] = {}
 
         def ref(text: str) -> str:
@@ -98,6 +101,8 @@ class PromptLog:
                   "tools": ref(cached[1]), "tool_names": cached[2], "model": model,
                   "messages": len(request.messages), "status": status,
                   "usage": usage.to_dict() if usage is not None else None}
+        if tool_cap is not None:
+            record["tool_cap"] = int(tool_cap)
         seq = self._next_seq(thread_id)
         self._pending.append((thread_id, seq, run_id, step, time.time(), json.dumps(record), texts))
         self._known.update(texts)

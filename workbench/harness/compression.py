@@ -432,7 +432,8 @@ class CompressionMiddleware(AgentMiddleware):
                 size = estimate(view) + fixed
                 self._last.pop(ctx.thread_id, None)
         response = await call_next(request.replace(messages=tuple(view),
-                                                    meta={**request.meta, "compression_records": len(records)}))
+                                                    meta={**request.meta, "compression_records": len(records),
+                                                          "compression_cap": self.config.max_tool_response_chars}))
         if response.usage.input_tokens:
             self._last[ctx.thread_id] = (response.usage.input_tokens, len(view))
         ctx.emit("context_measured", **self._measure(ctx.thread_id, len(records), request, view, size))
