@@ -116,3 +116,17 @@ def subagent_workspace(tmp_path: Path, api_base: str) -> Path:
         "subagents:\n  async: true\n  agents:\n"
         "    - {name: researcher, description: Reads., model: openai/researcher}\n", encoding="utf-8")
     return ws
+
+
+def sessions_on_the_task_loop(monkeypatch: Any) -> None:
+    """Open every ``Session`` as the window does (``threaded_model=True``): sub-agents on the task loop's
+    own thread and store connection, not the caller's loop (the CLI's and scripts')."""
+    from workbench.session import Session
+
+    original = Session.open.__func__  # type: ignore[attr-defined]
+
+    async def open_threaded(cls: type[Session], *args: Any, **kwargs: Any) -> Session:
+        kwargs.setdefault("threaded_model", True)
+        return await original(cls, *args, **kwargs)
+
+    monkeypatch.setattr(Session, "open", classmethod(open_threaded))

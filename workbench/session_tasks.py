@@ -77,8 +77,11 @@ class TaskCalls:
         return record
 
     def continue_task(self, task_id: str, instructions: str) -> None:
-        """A further turn for a settled task's sub-agent, in the background (D5, D10)."""
-        self._runner().continue_task(task_id, instructions)
+        """A further turn for a settled task's sub-agent, in the background (D5, D10). A launch like the
+        model's ``continue_task`` (D8, B1): a fresh envelope bounded by what is left of this thread's
+        budgets; ``RunError`` naming the budget when nothing is left of it."""
+        self._runner()  # no sub-agents: say so
+        self._delegation.continue_for_person(task_id, instructions)
 
     def answer_task(self, task_id: str, decisions: Mapping[str, Any]) -> None:
         """Answer a background task's pending questions (D9: from the Tasks board or the inbox); the task

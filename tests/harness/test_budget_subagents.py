@@ -16,6 +16,7 @@ from typing import Any
 
 import pytest
 
+from tests.fakes import sessions_on_the_task_loop
 from tests.stub_server import StubReply, StubServer
 from workbench.session import Session
 
@@ -54,13 +55,7 @@ def runner_loop(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch)
     """Each test runs with the sub-agents on the caller's loop (CLI, scripts) and, as the window runs
     them, on the task loop's own thread and store connection (``threaded_model=True``)."""
     if request.param == "task loop":
-        original = Session.open.__func__  # type: ignore[attr-defined]
-
-        async def open_threaded(cls: type[Session], *args: Any, **kwargs: Any) -> Session:
-            kwargs.setdefault("threaded_model", True)
-            return await original(cls, *args, **kwargs)
-
-        monkeypatch.setattr(Session, "open", classmethod(open_threaded))
+        sessions_on_the_task_loop(monkeypatch)
     return str(request.param)
 
 

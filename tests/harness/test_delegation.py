@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 
+from tests.fakes import sessions_on_the_task_loop
 from tests.stub_server import StubReply, StubServer
 from workbench.harness.delegation import DelegationMiddleware
 from workbench.session import Session
@@ -23,13 +24,7 @@ def runner_loop(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch)
     if request.param == "task loop":
         if "process" in request.node.name or "kill_9" in request.node.name:
             pytest.skip("runs its sessions in subprocesses, which open them the CLI's way")
-        original = Session.open.__func__  # type: ignore[attr-defined]
-
-        async def open_threaded(cls: type[Session], *args: Any, **kwargs: Any) -> Session:
-            kwargs.setdefault("threaded_model", True)
-            return await original(cls, *args, **kwargs)
-
-        monkeypatch.setattr(Session, "open", classmethod(open_threaded))
+        sessions_on_the_task_loop(monkeypatch)
     return str(request.param)
 
 
@@ -674,7 +669,7 @@ async def test_r10_a_task_with_odd_text_is_launched_and_stored(tmp_path: Path, s
 
         calls = SimpleNamespace(id="call_odd")
         seen: list[Any] = []
-        ctx = SimpleNamespace(thread_id=session.thread_id, run_id="r", call=calls, get=lambda k, d=None: d,
+        ctx = SimpleNamespace(thread_id=session.thread_id, run_id="r", step=1, call=calls, get=lambda k, d=None: d,
                               context_for=lambda kind: None,
                               emit=lambda *a, **k: seen.append(a))
         mw.runner.start = lambda task: seen.append(task)  # launched, not run (this test is about storing)
@@ -821,4 +816,37 @@ async def test_d7_a_task_stopped_before_its_run_began_ends_aborted_without_runni
         assert not [r for r in stub_server.requests if r["model"] == "researcher"]
     finally:
         gate.set()
+        await session.close()
+
+
+async def test_a3_d3_a_sub_agents_artifacts_keep_their_type_and_never_replace_the_parents(
+        tmp_path: Path, stub_server: StubServer) -> None:
+    """A3, D3 (the reviewer's t6): the merge kept only name → content, so ``researcher_1/chart`` became
+    text/plain; and the parent's own ``researcher_1/notes.md`` was silently replaced by the task's
+    ``notes.md``. Now the type goes with the content and the merged note takes a free name, which the
+    tool result (inline: with its content) names."""
+    png = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8BQDwAEhQGAhKmMIQAAAABJRU5ErkJggg=="
+    stub_server.script_for(
+        "parent",
+        StubReply(tool_calls=[("write_artifact", {"name": "researcher_1/notes.md", "content": "PARENT'S OWN"})]),
+        StubReply(tool_calls=[("delegate_to_researcher", {"task": "Make a chart"})]),
+        StubReply(text="ok"))
+    stub_server.script_for(
+        "researcher",
+        StubReply(tool_calls=[("write_artifact", {"name": "chart", "content": png, "mime": "image/png"}),
+                              ("write_artifact", {"name": "notes.md", "content": "child notes"})]),
+        StubReply(text="Chart made."))
+    session = await Session.open(workspace(tmp_path, stub_server), api_key="sk-test")
+    try:
+        assert (await session.run("Chart it")).status == "done"
+        arts = session.artifacts
+        assert {n: (a["mime"], a["source"], a["content"]) for n, a in arts.items()} == {
+            "researcher_1/notes.md": ("text/markdown", "agent", "PARENT'S OWN"),
+            "researcher_1/chart": ("image/png", "researcher_1", png),
+            "researcher_1/notes (2).md": ("text/markdown", "researcher_1", "child notes"),
+        }
+        out = _tool_results(session)[-1]
+        assert "Artifacts merged into this thread: researcher_1/chart, researcher_1/notes (2).md" in out
+        assert "--- researcher_1/notes (2).md ---\nchild notes" in out
+    finally:
         await session.close()

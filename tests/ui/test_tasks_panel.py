@@ -411,6 +411,40 @@ async def test_d10_continue_a_settled_task_with_further_instructions(windows: An
     assert "Make it shorter" in str(researcher_last["messages"])
 
 
+async def test_d8_a_continue_the_budget_refuses_is_said_in_the_panel(windows: Any, tasks_workspace: Any,
+                                                                     stub_server: StubServer, qtbot: Any) -> None:
+    """D8: Continue… when nothing is left of a budget: the refusal (Session.continue_task's RunError,
+    naming the budget) is shown in a message, OK closes it, the task stays settled (it reached the
+    window's error hook as a failure)."""
+    from workbench.errors import RunError
+
+    stub_server.script_for("parent", StubReply(tool_calls=[("delegate_to_researcher",
+                                                            {"task": "Outline the README", "background": True})]),
+                           StubReply(text="Launched."))
+    stub_server.script_for("researcher", StubReply(text="First outline."))
+    window = await open_window(windows, tasks_workspace())
+    panel = board(window)
+    show(panel)
+    assert await asyncio.wait_for(window.send("Outline it"), 30) == "done"
+    await wait_for(lambda: panel.model.rowCount() == 1 and panel.model.rows[0].status == "completed", 20, "settled")
+    [task] = window.session.tasks()
+
+    def refuse(task_id: str, instructions: str) -> None:
+        raise RunError(f"task {task_id} was not continued: nothing is left of the session budget's total_tokens")
+
+    window.session.continue_task = refuse
+    panel.select(task.id)
+    click(qtbot, panel.continue_button)
+    dialog = await find_dialog("continue_task_dialog")
+    qtbot.keyClicks(dialog.instructions, "More")
+    click(qtbot, button(dialog, "continue_task_send"))
+    box = await find_dialog("task_refused")
+    assert "nothing is left of the session budget" in box.text()
+    qtbot.keyClick(box, Qt.Key.Key_Return)
+    await wait_for(lambda: visible_dialog("task_refused") is None, 5, "the message to close")
+    assert window.session.task(task.id).status == "completed"
+
+
 def test_d10_the_bridge_turns_task_events_into_signals(qtbot: Any) -> None:
     from workbench.engine.events import Event
     from workbench.ui.bridge import Bridge

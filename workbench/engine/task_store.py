@@ -40,7 +40,7 @@ CREATE TABLE IF NOT EXISTS tasks (
     status TEXT NOT NULL, created REAL NOT NULL, started REAL, settled REAL, usage TEXT NOT NULL DEFAULT '{}',
     outcome TEXT NOT NULL DEFAULT '', error TEXT, notified INTEGER NOT NULL DEFAULT 0,
     envelope TEXT NOT NULL DEFAULT '{}', last_tool TEXT NOT NULL DEFAULT '', depth INTEGER NOT NULL DEFAULT 1,
-    prompt TEXT NOT NULL DEFAULT '', owner TEXT NOT NULL DEFAULT '', stop_requested REAL
+    prompt TEXT NOT NULL DEFAULT '', owner TEXT NOT NULL DEFAULT '', stop_requested REAL, parent_step INTEGER
 );
 CREATE INDEX IF NOT EXISTS tasks_parent ON tasks(parent_thread);
 CREATE INDEX IF NOT EXISTS tasks_child ON tasks(child_thread);
@@ -48,7 +48,7 @@ CREATE INDEX IF NOT EXISTS tasks_child ON tasks(child_thread);
 
 _COLUMNS = ("id, parent_thread, parent_run, call_id, agent, child_thread, description, background, status, "
             "created, started, settled, usage, outcome, error, notified, envelope, last_tool, depth, prompt, owner, "
-            "stop_requested")
+            "stop_requested, parent_step")
 _UNSETTLED = "status NOT IN ('completed', 'failed', 'aborted', 'expired')"  # not SETTLED, in SQL
 
 
@@ -59,7 +59,7 @@ class TaskRecord:
     id: str  # "<agent>:<8 hex>"
     parent_thread: str
     parent_run: str
-    call_id: str  # the delegation call that launched it
+    call_id: str  # the delegation call that launched it (ids are the provider's: not unique, see parent_step)
     agent: str
     child_thread: str
     description: str  # the first line of the task, shortened (the board's "short description")
@@ -78,6 +78,9 @@ class TaskRecord:
     prompt: str = ""  # what the sub-agent was asked (so a task queued at a crash can start after it)
     owner: str = ""  # the process driving it: "host pid since" (a live owner's tasks are never recovered)
     stop_requested: float | None = None  # when a stop was asked from a process that does not drive it (D10)
+    #: The parent run's step whose call launched it: with ``parent_run`` and ``call_id`` what identifies
+    #: that call (R10: providers reuse ids such as ``call_0`` in every message). None: a row made before.
+    parent_step: int | None = None
 
     @property
     def settled_status(self) -> bool:
@@ -103,11 +106,13 @@ class TaskStore(Protocol):
 
     def create_task(self, *, parent_thread: str, parent_run: str, call_id: str, agent: str, child_thread: str,
                     description: str, background: bool, status: str, envelope: dict[str, Any],
-                    depth: int, prompt: str) -> TaskRecord: ...
+                    depth: int, prompt: str, parent_step: int | None = None) -> TaskRecord: ...
 
     def task(self, task_id: str) -> TaskRecord | None: ...
 
-    def task_for_call(self, parent_thread: str, call_id: str) -> TaskRecord | None: ...
+    def task_for_call(self, parent_thread: str, call_id: str, *, run_id: str | None = None,
+                      step: int | None = None) -> TaskRecord | None:
+        """The task this very call launched: same id, and (given) same run and step (R10, see the class)."""
 
     def tasks(self, parent_thread: str | None = None) -> list[TaskRecord]: ...
 
@@ -141,18 +146,20 @@ class SqliteTaskStore:
                 store._db.execute("ALTER TABLE tasks ADD COLUMN owner TEXT NOT NULL DEFAULT ''")
             if "stop_requested" not in columns:  # a store made before stops could be asked across processes
                 store._db.execute("ALTER TABLE tasks ADD COLUMN stop_requested REAL")
+            if "parent_step" not in columns:  # a store made before calls were told apart by their step
+                store._db.execute("ALTER TABLE tasks ADD COLUMN parent_step INTEGER")
 
     def create_task(self, *, parent_thread: str, parent_run: str, call_id: str, agent: str, child_thread: str,
                     description: str, background: bool, status: str, envelope: dict[str, Any],
-                    depth: int, prompt: str) -> TaskRecord:
+                    depth: int, prompt: str, parent_step: int | None = None) -> TaskRecord:
         task_id = f"{agent}:{uuid.uuid4().hex[:8]}"
         now = time.time()
         with self.store.transaction() as db:
             db.execute(
-                f"INSERT INTO tasks({_COLUMNS}) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+                f"INSERT INTO tasks({_COLUMNS}) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
                 (task_id, parent_thread, parent_run, call_id, agent, child_thread, description, int(background),
                  status, now, now if status == "pending" else None, None, "{}", "", None, 0,
-                 json.dumps(envelope), "", depth, prompt, "", None),
+                 json.dumps(envelope), "", depth, prompt, "", None, parent_step),
             )
         record = self.task(task_id)
         assert record is not None
@@ -163,11 +170,23 @@ class SqliteTaskStore:
             row = self.store._db.execute(f"SELECT {_COLUMNS} FROM tasks WHERE id=?", (task_id,)).fetchone()
         return _record(row) if row else None
 
-    def task_for_call(self, parent_thread: str, call_id: str) -> TaskRecord | None:
+    def task_for_call(self, parent_thread: str, call_id: str, *, run_id: str | None = None,
+                      step: int | None = None) -> TaskRecord | None:
+        """The task the delegation call ``call_id`` launched, if it did (D5, R9: a resumed or recovered
+        step's call finds its task and never launches a second one). Providers reuse call ids (R10: ``call_0``
+        in every message), so with ``run_id`` and ``step`` a row matches only when it was launched by the
+        same run's same step — a later call that reuses the id is a new call. A row from before steps were
+        recorded (``parent_step`` NULL) matches on its run alone."""
+        where, params = "parent_thread=? AND call_id=?", [parent_thread, call_id]
+        if run_id is not None:
+            where += " AND parent_run=?"
+            params.append(run_id)
+            if step is not None:
+                where += " AND (parent_step=? OR parent_step IS NULL)"
+                params.append(step)
         with self.store._lock:
             row = self.store._db.execute(
-                f"SELECT {_COLUMNS} FROM tasks WHERE parent_thread=? AND call_id=? ORDER BY created DESC LIMIT 1",
-                (parent_thread, call_id)).fetchone()
+                f"SELECT {_COLUMNS} FROM tasks WHERE {where} ORDER BY created DESC LIMIT 1", params).fetchone()
         return _record(row) if row else None
 
     def tasks(self, parent_thread: str | None = None) -> list[TaskRecord]:
@@ -258,6 +277,22 @@ def _sets(changes: dict[str, Any]) -> tuple[str, list[Any]]:
     return ", ".join(sets), values
 
 
+def task_spend(tasks: TaskStore, task: TaskRecord) -> Usage:
+    """B4, D8: everything a task has spent: its sub-agent's thread's usage and, through the task table, that
+    of every task that sub-agent launched in turn (``max_depth`` > 1), however deep. Each model call is in
+    exactly one thread's usage, so each counts once — what a sub-agent recorded of its own sub-agents for
+    its own budgets (``budget_extra_usage``) is those same calls and is not added again."""
+    total, seen, todo = Usage(), set(), [task.child_thread]
+    while todo:
+        thread = todo.pop()
+        if thread in seen:
+            continue
+        seen.add(thread)
+        total = total + tasks.store.thread_usage(thread)
+        todo += [t.child_thread for t in tasks.tasks(thread)]
+    return total
+
+
 def settle_cut_off(store: Store, parent_thread: str, call_ids: Sequence[str],
                    error: str = CUT_OFF_TASK) -> list[TaskRecord]:
     """D5, D7, R9: end the foreground tasks these calls of ``parent_thread`` drove, when the calls are
@@ -283,7 +318,7 @@ def settle_cut_off(store: Store, parent_thread: str, call_ids: Sequence[str],
     for record in (_record(r) for r in rows):
         if store.holder(record.child_thread) is not None:
             continue
-        usage = store.thread_usage(record.child_thread)
+        usage = task_spend(tasks, record)
         if tasks.update_unsettled(record.id, status="failed", settled=time.time(), error=error, usage=usage):
             found = tasks.task(record.id)
             if found is not None:
@@ -298,7 +333,9 @@ def _record(row: Sequence[Any]) -> TaskRecord:
         settled=row[11], usage=Usage.from_dict(json.loads(row[12] or "{}")), outcome=row[13] or "",
         error=row[14], notified=bool(row[15]), envelope=json.loads(row[16] or "{}"), last_tool=row[17] or "",
         depth=int(row[18] or 1), prompt=row[19] or "", owner=row[20] or "", stop_requested=row[21],
+        parent_step=row[22],
     )
 
 
-__all__ = ["ACTIVE", "CUT_OFF_TASK", "SETTLED", "SqliteTaskStore", "TaskRecord", "TaskStore", "settle_cut_off"]
+__all__ = ["ACTIVE", "CUT_OFF_TASK", "SETTLED", "SqliteTaskStore", "TaskRecord", "TaskStore", "settle_cut_off",
+           "task_spend"]

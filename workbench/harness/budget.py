@@ -36,8 +36,9 @@ and all their limits hold together (B4). A limit caps any of ``input_tokens``, `
 Tool-free API for other middleware and tools (they need no ``writes`` of their own; the counts are
 written on behalf of the stack's ``BudgetMiddleware``, and are no-ops without one):
 - ``add_to_counter(ctx, name, amount=1)`` adds to a custom counter (run and thread totals).
-- ``record_subagent_usage(ctx, usage)`` adds a sub-agent's usage (not already in ``ctx.usage``) to the
-  run's, so it counts toward run and session budgets (B4).
+- ``record_subagent_usage(ctx, usage, run_id=None)`` adds a sub-agent's usage (not already in
+  ``ctx.usage``) to a run's — the run that launched it, else the run in flight — so it counts toward
+  that run's budgets and the session's (B4).
 - ``recheck_budgets(ctx)``: from a model wrapper inside the budget that has just counted such usage
   (delegation: a settled background task's), the check before the call (B2) runs again, so no model call
   is made once a hard limit is reached, whichever wrapper counted the spend.
@@ -347,18 +348,21 @@ def add_to_counter(ctx: HookContext, name: str, amount: float = 1) -> float:
     return run[name]
 
 
-def record_subagent_usage(ctx: HookContext, usage: Usage | Mapping[str, Any]) -> bool:
-    """Count a sub-agent's usage toward this run (and so the thread) for budgets (B4).
+def record_subagent_usage(ctx: HookContext, usage: Usage | Mapping[str, Any], *, run_id: str | None = None) -> bool:
+    """Count a sub-agent's usage toward a run of this thread (and so the thread) for budgets (B4).
 
-    Only for usage not already in ``ctx.usage`` (a sub-agent run by its own engine). Returns False
-    when the stack has no BudgetMiddleware (nothing to count for).
+    Only for usage not already in ``ctx.usage`` (a sub-agent run by its own engine). ``run_id``: the run
+    it counts toward — the run that launched the task, which may have ended (a background task settling
+    later) — else the run in flight. Returns False when the stack has no BudgetMiddleware (nothing to
+    count for).
     """
     bctx = _budget_context(ctx)
     if bctx is None:
         return False
     add = usage if isinstance(usage, Usage) else Usage.from_dict(dict(usage))
+    run = run_id or bctx.run_id
     extra = dict(bctx.get(EXTRA) or {})
-    extra[bctx.run_id] = (Usage.from_dict(extra.get(bctx.run_id)) + add).to_dict()
+    extra[run] = (Usage.from_dict(extra.get(run)) + add).to_dict()
     bctx.write(EXTRA, extra)
     return True
 

@@ -48,7 +48,7 @@ from typing import TYPE_CHECKING, Any
 from workbench.config import BUDGET_FIELDS, SubagentConfig, SubagentsConfig, WorkbenchConfig
 from workbench.engine.messages import Message, ModelRequest, ModelResponse, ToolCall, clean_text
 from workbench.engine.middleware import AgentMiddleware, CallModel, CallTool, HookContext, Section, ToolContext
-from workbench.engine.task_store import SETTLED, SqliteTaskStore, TaskRecord
+from workbench.engine.task_store import SETTLED, SqliteTaskStore, TaskRecord, task_spend
 from workbench.engine.tools import NeedsApproval, Tool, ToolOutcome, inner_question_id, schema
 from workbench.engine.usage import Usage
 
@@ -64,6 +64,9 @@ log = logging.getLogger(__name__)
 NOTICES = "task_notices"  # [{"at": message index, "task_id", "status", "text"}]: what the model was told (D7)
 COUNTED = "task_usage_counted"  # {task_id: usage dict already counted toward this thread's runs (B4)}
 ANSWERS = "task_answers"  # {task_id: {question id: decision}}: a foreground batch answered part-way (D9)
+#: {task_id: run id}: the run a task's spend not yet counted counts toward, when not the run that launched
+#: it (``parent_run``): the run whose ``continue_task`` gave it its further turn (B4, D8).
+CHARGED = "task_usage_run"
 MAX_OUTCOME_CHARS = 8000
 MAX_CONTEXT_CHARS = 2000
 
@@ -73,8 +76,8 @@ ModelFactory = Callable[[str | None], "Model"]
 class DelegationMiddleware(AgentMiddleware):
     """Sub-agents as tools, background tasks and their notices (see the module)."""
 
-    writes = frozenset({NOTICES, COUNTED, ANSWERS})
-    state_defaults = {NOTICES: [], COUNTED: {}, ANSWERS: {}}
+    writes = frozenset({NOTICES, COUNTED, ANSWERS, CHARGED})
+    state_defaults = {NOTICES: [], COUNTED: {}, ANSWERS: {}, CHARGED: {}}
     asks = True  # D9: a foreground sub-agent's questions reach the person through this run
 
     def __init__(self, config: WorkbenchConfig, workspace: Path, *, depth: int = 1) -> None:
@@ -201,7 +204,7 @@ class DelegationMiddleware(AgentMiddleware):
     async def wrap_tool_call(self, call: ToolCall, ctx: ToolContext, call_next: CallTool) -> ToolOutcome | NeedsApproval:
         agent = self._tool_agent.get(call.name)
         if agent is not None and not ctx.approved:
-            existing = self.tasks.task_for_call(ctx.thread_id, call.id) if self.runner else None
+            existing = self._task_of_call(ctx, call.id) if self.runner else None
             over = None if existing is not None else _exceeds(self._agents[agent].budget, self._left(ctx))
             if over:
                 return NeedsApproval(f"Launching {agent} with its budget ({over}) would exceed what is left of "
@@ -218,7 +221,12 @@ class DelegationMiddleware(AgentMiddleware):
 
     # -- D7: settled tasks reach the model once, as notices kept in place ----------------------------------------
     async def wrap_model_call(self, request: ModelRequest, call_next: CallModel, ctx: HookContext) -> ModelResponse:
-        if self.runner is None or not self.sub.async_:
+        if self.runner is None:
+            return await call_next(request)
+        counted = self._count_settled(ctx)
+        if not self.sub.async_:
+            if counted:
+                _recheck(ctx)
             return await call_next(request)
         notices = list(ctx.get(NOTICES) or [])
         told = {(n["task_id"], n["status"]) for n in notices}
@@ -239,12 +247,8 @@ class DelegationMiddleware(AgentMiddleware):
         if fresh:
             notices += fresh
             ctx.write(NOTICES, notices)
-            if any(n["status"] in SETTLED for n in fresh):
-                # B2, B4: the settled tasks' usage was counted just now, after the budget's check of this
-                # call: check again, so no model call goes out once a hard limit is reached.
-                from workbench.harness.budget import recheck_budgets
-
-                recheck_budgets(ctx)
+        if counted or any(n["status"] in SETTLED for n in fresh):
+            _recheck(ctx)
         if notices:
             request = request.replace(messages=_splice(request.messages, notices))
         return await call_next(request)
@@ -274,7 +278,7 @@ class DelegationMiddleware(AgentMiddleware):
     async def _delegate(self, agent: str, args: dict[str, Any], ctx: ToolContext) -> str | ToolOutcome:
         if self.runner is None:
             return ToolOutcome.error("Error: delegation is not available in this session (no task runner)")
-        task = self.tasks.task_for_call(ctx.thread_id, ctx.call.id)
+        task = self._task_of_call(ctx, ctx.call.id)
         if task is None:
             background = bool(args.get("background")) and self.sub.async_
             launched = [t for t in self.tasks.tasks(ctx.thread_id) if t.parent_run == ctx.run_id]
@@ -291,7 +295,8 @@ class DelegationMiddleware(AgentMiddleware):
             store = self._parent.store
             child = store.create_thread(title=f"{agent}: {_first_line(text)}")
             task = self.tasks.create_task(
-                parent_thread=ctx.thread_id, parent_run=ctx.run_id, call_id=ctx.call.id, agent=agent,
+                parent_thread=ctx.thread_id, parent_run=ctx.run_id, parent_step=ctx.step, call_id=ctx.call.id,
+                agent=agent,
                 child_thread=child, description=_first_line(text), background=background,
                 status="queued" if background else "pending", envelope=envelope, depth=self.depth,
                 prompt=self._prompt(text, ctx))
@@ -305,6 +310,12 @@ class DelegationMiddleware(AgentMiddleware):
             return f"Background task {task.id} ({task.agent}) was launched; its status is {task.status}."
         return await self._foreground(task, ctx)
 
+    def _task_of_call(self, ctx: HookContext, call_id: str) -> TaskRecord | None:
+        """The task this delegation call launched already (a resumed or recovered step runs its calls
+        again: D5, R9, never launch twice). The call is this run's call of this step with that id —
+        not an earlier step's call that the provider gave the same id (R10: ``call_0`` in every message)."""
+        return self.tasks.task_for_call(ctx.thread_id, call_id, run_id=ctx.run_id, step=ctx.step)
+
     async def _foreground(self, task: TaskRecord, ctx: ToolContext) -> str | ToolOutcome:
         assert self.runner is not None
         if task.status in SETTLED:
@@ -312,12 +323,22 @@ class DelegationMiddleware(AgentMiddleware):
         decisions = None
         if task.status == "awaiting_decision":
             decisions = self._answers(task, ctx)  # asks the person (suspends) until every question has one
-        while True:
-            result = await self.runner.run_foreground(task, decisions)
-            task = self.tasks.task(task.id) or task
-            if result.status != "interrupted":
-                return self._result(ctx, task)
-            decisions = self._answers(task, ctx)
+        try:
+            while True:
+                result = await self.runner.run_foreground(task, decisions)
+                task = self.tasks.task(task.id) or task
+                if result.status != "interrupted":
+                    return self._result(ctx, task)
+                decisions = self._answers(task, ctx)
+        except BaseException:
+            # B1, B4: the call ends without its result — the parent was stopped or cancelled, or it waits
+            # for the person — so what the sub-agent spent so far counts now; the rest counts at its next
+            # ending (the snapshot in COUNTED makes each token count once).
+            try:
+                self._count_usage(ctx, self.tasks.task(task.id) or task)
+            except Exception:  # noqa: BLE001 - counting must not hide how the call ended
+                log.warning("task %s: its usage was not counted as its call ended", task.id, exc_info=True)
+            raise
 
     def _answers(self, task: TaskRecord, ctx: ToolContext) -> dict[str, Any]:
         """The person's decisions for the sub-agent's pending questions (D9): each asked through this run."""
@@ -356,37 +377,75 @@ class DelegationMiddleware(AgentMiddleware):
         if merged:
             lines.append("Artifacts merged into this thread: " + ", ".join(merged))
             if self.sub.artifact_strategy == "inline":
-                for name, content in self._artifact_contents(task).items():
-                    lines.append(f"--- {name} ---\n{_clip(content, MAX_OUTCOME_CHARS)}")
+                for name, artifact in merged.items():
+                    lines.append(f"--- {name} ---\n{_clip(artifact['content'], MAX_OUTCOME_CHARS)}")
         text = "\n".join(lines)
         return text if task.status == "completed" else ToolOutcome("error", text)
 
     # -- usage (B4, D8) and artifacts (D3, A3) ---------------------------------------------------------------
-    def _count_usage(self, ctx: HookContext, task: TaskRecord) -> None:
+    def _count_usage(self, ctx: HookContext, task: TaskRecord) -> bool:
+        """B4: count toward this thread's budgets what the task spent (its own sub-agents' included) that
+        is not counted yet, toward the run it is charged to (``_charged_run``). True when it added any."""
         from workbench.harness.budget import record_subagent_usage
 
         counted = dict(ctx.get(COUNTED) or {})
         before = Usage.from_dict(counted.get(task.id))
-        now = self._parent.store.thread_usage(task.child_thread)
+        now = self._spend(task)
         delta = _minus(now, before)
         if delta.total_tokens or delta.calls or (delta.cost_usd or 0):
-            record_subagent_usage(ctx, delta)
+            record_subagent_usage(ctx, delta, run_id=self._charged_run(ctx, task))
             counted[task.id] = now.to_dict()
             ctx.write(COUNTED, counted)
+            return True
+        return False
 
-    def _artifact_contents(self, task: TaskRecord) -> dict[str, str]:
+    def _count_settled(self, ctx: HookContext) -> bool:
+        """B1, B4: before this thread's model call, count every settled task's spend not counted yet — a
+        foreground task whose delegation call never returned (its process killed: ``settle_cut_off``
+        ended it; or stopped before its result) counts here, once. True when any was added."""
+        counted = dict(ctx.get(COUNTED) or {})
+        added = False
+        for task in self.tasks.tasks(ctx.thread_id):
+            if task.status in SETTLED and counted.get(task.id) != task.usage.to_dict():
+                added = self._count_usage(ctx, task) or added
+        return added
+
+    def _spend(self, task: TaskRecord) -> Usage:
+        """Everything the task spent so far: its thread's usage and its own sub-agents' (B4, any depth)."""
+        try:
+            return task_spend(self.tasks, task)
+        except Exception:  # noqa: BLE001 - a thread gone: what its record says
+            return task.usage
+
+    def _charged_run(self, ctx: HookContext, task: TaskRecord) -> str:
+        """The run a task's spend counts toward (B4): the run that launched it — whichever run is in
+        flight when it is counted — or the run whose ``continue_task`` gave it a further turn."""
+        return str((ctx.get(CHARGED) or {}).get(task.id) or task.parent_run)
+
+    def _artifact_contents(self, task: TaskRecord) -> dict[str, dict[str, str]]:
+        """The sub-agent's artifacts as name → ``{content, mime}``: the type goes with the content (A3)."""
+        from workbench.harness.artifacts import guess_mime
+
         cp = self._parent.store.latest_checkpoint(task.child_thread, messages=False)
         arts = (cp.state.get("artifacts") if cp else None) or {}
-        return {str(k): str(v.get("content", "") if isinstance(v, Mapping) else v) for k, v in arts.items()}
+        out: dict[str, dict[str, str]] = {}
+        for name, value in arts.items():
+            entry = value if isinstance(value, Mapping) else {"content": value}
+            out[str(name)] = {"content": str(entry.get("content", "")),
+                              "mime": str(entry.get("mime") or guess_mime(str(name)))}
+        return out
 
-    def _merge_artifacts(self, ctx: HookContext, task: TaskRecord) -> list[str]:
+    def _merge_artifacts(self, ctx: HookContext, task: TaskRecord) -> dict[str, dict[str, str]]:
+        """Merge the task's artifacts into this thread (A3); the names used (a taken name is not reused)
+        → ``{content, mime}``."""
         from workbench.harness.artifacts import merge_subagent_artifacts
 
         arts = self._artifact_contents(task)
         if not arts:
-            return []
+            return {}
         n = [t.id for t in self.tasks.tasks(task.parent_thread) if t.agent == task.agent].index(task.id) + 1
-        return merge_subagent_artifacts(ctx, task.agent, n, arts)
+        names = merge_subagent_artifacts(ctx, task.agent, n, arts)
+        return dict(zip(names, arts.values()))  # one name per artifact, in order; none without artifacts
 
     def _prompt(self, task: str, ctx: HookContext) -> str:
         """The task, with the last ``history_length`` messages of this conversation as context (D2)."""
@@ -459,8 +518,75 @@ class DelegationMiddleware(AgentMiddleware):
             self.tasks.update_task(task.id, envelope=envelope)
             with self._engines_lock:  # its engine was built with the old envelope: the next one gets the new
                 self._engines.pop(task.id, None)
+        if self._charged_run(ctx, task) != ctx.run_id:  # B4: the further turn is this run's launch
+            ctx.write(CHARGED, {**dict(ctx.get(CHARGED) or {}), task.id: ctx.run_id})
         self.runner.continue_task(task.id, clean_text(str(args.get("instructions") or "")))
         return f"Task {task.id} continues in the background; you will be notified here when it settles."
+
+    def continue_for_person(self, task_id: str, instructions: str) -> TaskRecord:
+        """D8, B1, D10: the person continues a settled task (the Tasks board's "Continue…",
+        ``Session.continue_task``). The further turn is a launch, as the model's ``continue_task`` is: a
+        fresh envelope bounded by what is left of the parent thread's budgets now — the task's run (its
+        further spend counts toward the run that launched it, B4) and the session — never its old one
+        granted again. The person asking is the person who would be asked, so an agent's own ``budget:``
+        larger than what is left is cut to what is left rather than asked about; with nothing left of a
+        budget the task is not continued (``RunError`` naming the budget and field)."""
+        from workbench.errors import RunError
+
+        if self.runner is None:
+            raise RunError("delegation is not available in this session (no task runner)")
+        task = self.tasks.task(task_id)
+        if task is None:
+            raise RunError(f"no task {task_id!r} in this workspace")
+        if task.status not in SETTLED:
+            raise RunError(f"task {task_id} is {task.status}; only a settled task can be continued")
+        cfg = self._agents.get(task.agent)
+        if cfg is None:
+            raise RunError(f"sub-agent {task.agent!r} is not configured in workbench.yaml any more")
+        left, scopes = self._left_outside_a_run(task)
+        empty = {k: v for k, v in left.items() if v <= 0}
+        if empty:
+            what = ", ".join(f"the {scopes[k]} budget's {k} ({v:g} left)" for k, v in empty.items())
+            raise RunError(f"task {task_id} was not continued: nothing is left of {what}, counting what this "
+                           "conversation's unfinished tasks hold. Wait for them to settle, or raise the budget "
+                           "in workbench.yaml.")
+        envelope = {k: float(v) for k, v in (cfg.budget or {}).items()}
+        for name, amount in left.items():
+            envelope[name] = min(envelope.get(name, amount), amount)
+        if envelope != dict(task.envelope or {}):
+            self.tasks.update_task(task.id, envelope=envelope)
+            with self._engines_lock:  # its engine was built with the old envelope: the next one gets the new
+                self._engines.pop(task.id, None)
+        self.runner.continue_task(task.id, instructions)
+        return self.tasks.task(task.id) or task
+
+    def _left_outside_a_run(self, task: TaskRecord) -> tuple[dict[str, float], dict[str, str]]:
+        """What is left of the parent thread's budgets for ``task``'s further turn, read from the store
+        (no run in flight: ``_left``'s figures, for the run the task's spend counts toward), less what the
+        thread's tasks hold; and per field the scope of the budget that leaves the least."""
+        from workbench.harness.budget import BudgetMiddleware, _round, measure_budgets
+
+        budget = next((m for m in self._parent.agent.middleware if isinstance(m, BudgetMiddleware)), None)
+        if budget is None:
+            return {}, {}
+        store = self._parent.store
+        cp = store.latest_checkpoint(task.parent_thread, messages=False)
+        state = dict(cp.state) if cp is not None else {}
+        run = str((state.get(CHARGED) or {}).get(task.id) or task.parent_run)
+        run_usage = sum((u for _, u in store.usage_calls(task.parent_thread, run)), Usage())
+        figures = measure_budgets(budget.limits, run_usage=run_usage,
+                                  thread_usage=store.thread_usage(task.parent_thread), state=state, run_id=run)
+        left: dict[str, float] = {}
+        scopes: dict[str, str] = {}
+        for fig in figures:
+            for name, f in (fig.get("fields") or {}).items():
+                if name == "steps":
+                    continue
+                remaining = max(0.0, float(f["limit"]) - float(f["spent"]))
+                if name not in left or remaining < left[name]:
+                    left[name], scopes[name] = remaining, str(fig.get("scope"))
+        held = self._held_by(task.parent_thread, dict(state.get(COUNTED) or {}), left.keys())
+        return {k: _round(max(0.0, v - held.get(k, 0.0))) for k, v in left.items()}, scopes
 
     # -- D8: envelopes, and what is left once they are reserved ---------------------------------------------
     def _envelope(self, ctx: HookContext, cfg: SubagentConfig, *, approved: bool) -> tuple[dict[str, float], str]:
@@ -496,23 +622,22 @@ class DelegationMiddleware(AgentMiddleware):
         return {k: _round(max(0.0, v - held.get(k, 0.0))) for k, v in left.items()}
 
     def _held(self, ctx: HookContext, fields: Any) -> dict[str, float]:
-        """Per field, what this thread's tasks hold that the parent's counts do not have yet: a task not
-        settled (queued, running, waiting for a decision) the larger of its envelope and its uncounted
+        """Per field, what this thread's tasks hold that the parent's counts do not have yet (``_held_by``)."""
+        return self._held_by(ctx.thread_id, dict(ctx.get(COUNTED) or {}), fields)
+
+    def _held_by(self, thread_id: str, counted: Mapping[str, Any], fields: Any) -> dict[str, float]:
+        """Per field, what ``thread_id``'s tasks hold that its counts (``counted``) do not have yet: a task
+        not settled (queued, running, waiting for a decision) the larger of its envelope and its uncounted
         spend — it may spend up to its envelope, and all of it will count toward this thread (B4); a
         settled one its uncounted spend."""
         from workbench.harness.budget import _usage_field
 
-        counted = dict(ctx.get(COUNTED) or {})
         held: dict[str, float] = {}
-        for task in self.tasks.tasks(ctx.thread_id):
+        for task in self.tasks.tasks(thread_id):
             done = task.status in SETTLED
             if done and counted.get(task.id) == task.usage.to_dict():
                 continue  # settled and counted: it holds nothing
-            try:
-                now = self._parent.store.thread_usage(task.child_thread)
-            except Exception:  # noqa: BLE001 - a thread gone: what its record says
-                now = task.usage
-            spent = _minus(now, Usage.from_dict(counted.get(task.id)))
+            spent = _minus(self._spend(task), Usage.from_dict(counted.get(task.id)))
             envelope = dict(task.envelope or {})
             for name in fields:
                 uncounted = _usage_field(spent, name) if name in _USAGE_FIELDS else 0.0
@@ -543,6 +668,14 @@ def _left(ctx: HookContext) -> dict[str, float] | None:
             remaining = max(0.0, float(f["limit"]) - float(f["spent"]))
             left[name] = min(left.get(name, remaining), remaining)
     return left or None
+
+
+def _recheck(ctx: HookContext) -> None:
+    """B2, B4: tasks' usage was counted just now, after the budget's check of this model call: check
+    again, so no model call goes out once a hard limit is reached."""
+    from workbench.harness.budget import recheck_budgets
+
+    recheck_budgets(ctx)
 
 
 def _nothing_left(empty: Mapping[str, float]) -> str:

@@ -52,7 +52,7 @@ from typing import Any, Protocol
 from workbench.engine.agent import Engine
 from workbench.engine.events import Event
 from workbench.engine.middleware import RunResult
-from workbench.engine.task_store import SETTLED, TaskRecord, TaskStore
+from workbench.engine.task_store import SETTLED, TaskRecord, TaskStore, task_spend
 from workbench.engine.tool_calls import QuestionChanged
 from workbench.engine.usage import Usage
 from workbench.harness.task_loop import TaskLoop
@@ -562,7 +562,8 @@ class LocalTaskRunner:
         return str((self._progress.get(record.id) or {}).get("last_tool") or record.last_tool)
 
     def _usage(self, record: TaskRecord) -> Usage:
-        return self.tasks_store_threads().thread_usage(record.child_thread)
+        """What the task spent, its own sub-agents' included (B4: what counts toward its parent)."""
+        return task_spend(self.tasks, record)
 
     def _launch(self, start: Callable[[], Awaitable[Any]]) -> asyncio.Future[Any]:
         """Start a child engine's coroutine where child engines run; awaitable here."""

@@ -641,8 +641,22 @@ class TasksPanel(QWidget):
             qt_async.release_dialog(dialog)
         session = self._session
         if code == QDialog.DialogCode.Accepted and text and session is not None:
-            session.continue_task(row.id, text)
+            from workbench.errors import WorkbenchError
+
+            try:
+                session.continue_task(row.id, text)
+            except WorkbenchError as e:  # D8: nothing left of a budget, or the task changed meanwhile
+                await self._refused("Task not continued", str(e))
             self.reload()
+
+    async def _refused(self, title: str, text: str) -> None:
+        """Say why a request on a task was refused (the panel goes on)."""
+        box = QMessageBox(QMessageBox.Icon.Information, title, text, QMessageBox.StandardButton.Ok, self)
+        box.setObjectName("task_refused")
+        try:
+            await qt_async.ask_dialog(box)
+        finally:
+            qt_async.release_dialog(box)
 
 
 def _html(text: str) -> str:
