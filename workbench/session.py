@@ -228,7 +228,7 @@ class Session(ContextCalls, TaskCalls, McpCalls, HistoryCalls, RuleCalls, Docume
         from workbench.harness.compression import bind_compression
 
         bind_compression(stack, store, _model_factory(engine, cfg, threaded_model, api_key, shared=shared_model_host),
-                         engine.agent.model.name)
+                         engine.agent.model.name, engine.prompt_log)
         if thread_id is None:
             thread_id = store.create_thread()
         elif store.thread(thread_id) is None:

@@ -119,12 +119,13 @@ class ContextCalls:
     # -- prompt provenance (V1, V2) ---------------------------------------------------------------------------
     def prompt_calls(self, thread_id: str | None = None) -> list[dict[str, Any]]:
         """The model calls of a thread, oldest first: ``seq``, ``run``, ``step``, ``time``, ``model``,
-        ``status`` (ok, cut), ``usage``, ``messages`` (how many were sent), ``stored`` (how many stored
-        messages the thread had then: the call's answer is stored message #``stored``)."""
+        ``status`` (ok, cut; a summary's ok or failed), ``usage``, ``messages`` (how many were sent),
+        ``stored`` (how many stored messages the thread had then: the call's answer is stored message
+        #``stored``), ``kind`` (``step``: the run's own call; ``summary``: a compression's, V1)."""
         log = self.engine.prompt_log
         calls = log.calls(thread_id or self.thread_id) if log is not None else []
-        return [{k: c.get(k) for k in ("seq", "run", "step", "time", "model", "status", "usage", "messages", "stored")}
-                for c in calls]
+        return [{**{k: c.get(k) for k in ("seq", "run", "step", "time", "model", "status", "usage", "messages",
+                                          "stored")}, "kind": c.get("kind", "step")} for c in calls]
 
     def inspect_call(self, seq: int, thread_id: str | None = None) -> dict[str, Any]:
         """V2: one model call as sent — ``blocks`` (label, role, text, tokens, cacheable), ``cache_prefix_end``

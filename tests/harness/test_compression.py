@@ -294,8 +294,17 @@ async def test_v1_v2_every_call_is_rebuilt_as_labelled_blocks_with_a_diff(tmp_pa
         await session.run("Again")
         await session.compact()
         await session.run("Last")
-        calls = session.prompt_calls()
-        assert [c["seq"] for c in calls] == [1, 2, 3, 4] and calls[1]["usage"]["input_tokens"] == 2100
+        every = session.prompt_calls()
+        # V1: every model call, the compaction's summary too (#4, between the runs' calls)
+        assert [(c["seq"], c["kind"]) for c in every] == [(1, "step"), (2, "step"), (3, "step"), (4, "summary"),
+                                                          (5, "step")]
+        summary = session.inspect_call(4)
+        [asked] = _sent(stub_server, "cheap")
+        assert [b.text for b in summary["blocks"]] == [m["content"] for m in asked["messages"]]
+        assert [b.label for b in summary["blocks"]] == ["summary instructions", "the messages to summarise"]
+        assert every[3]["model"] == "openai/cheap" and every[3]["run"] == ""  # Compact now: no run
+        calls = [c for c in every if c["kind"] == "step"]
+        assert calls[1]["usage"]["input_tokens"] == 2100
         sent = _sent(stub_server)
         for call, request in zip(calls, sent):
             view = session.inspect_call(call["seq"])
@@ -308,9 +317,9 @@ async def test_v1_v2_every_call_is_rebuilt_as_labelled_blocks_with_a_diff(tmp_pa
             assert "instructions" in labels and any("AGENTS.md" in b.text and "Instructions" in b.label for b in blocks)
             assert labels[-1].startswith("tool schemas")
             assert 0 < view["cache_prefix_end"] <= len([b for b in blocks if b.role == "system"])
-        last = session.inspect_call(4)
+        last = session.inspect_call(5)
         assert any(b.label.startswith("compression summary") for b in last["blocks"])
-        assert last["diff"]["added"] and last["previous"] == 3
+        assert last["diff"]["added"] and last["previous"] == 4
         second = session.inspect_call(2)
         assert "message #2 (tool, read_file)" in [b.label for b in second["blocks"]]
     finally:

@@ -170,7 +170,8 @@ async def test_c9_the_panel_follows_a_run_and_compact_now_summarises_through_the
     assert await asyncio.wait_for(window.send("Go on"), 30) == "done"
     assert SUMMARY in json.dumps(sent(stub_server)[-1]["messages"])
     assert panel.meter.format() == meter_text(measured[-1]["tokens"], 50_000)
-    assert [r["seq"] for r in panel.calls.rows] == [3, 2, 1]
+    assert [r["seq"] for r in panel.calls.rows] == [4, 3, 2, 1]  # #3: the summary (V1: every model call)
+    assert panel.calls.data(panel.calls.index(1, 0)) == "#3 · summary"
 
     # thread switch: the new thread's figures, then the first one's again
     thread = window.session.thread_id
@@ -180,7 +181,7 @@ async def test_c9_the_panel_follows_a_run_and_compact_now_summarises_through_the
     await window.switch_thread(thread)
     await loaded(panel)
     assert panel.compression_label.text() == compression_headline(record)
-    assert [r["seq"] for r in panel.calls.rows] == [3, 2, 1]
+    assert [r["seq"] for r in panel.calls.rows] == [4, 3, 2, 1]
     await settle(window)
 
 
@@ -420,13 +421,14 @@ async def test_c9_render_the_context_panel_and_the_inspector(
     assert not panel.warning_box.isHidden()
     [record] = window.session.compression_records()
     assert record["trigger"] == "auto" and panel.compression_label.text() == compression_headline(record)
-    panel.select_call(4)
+    assert [c["kind"] for c in window.session.prompt_calls()] == ["step", "step", "step", "summary", "step"]
+    panel.select_call(5)  # #4 is the summary the automatic compaction asked for, just before it
     await asyncio.sleep(0.1)
     image = render_window(window, os.environ.get("CONTEXT_PNG") or str(tmp_path / "context.png"))
     assert distinct_colors(image) > 8
     panel.inspect_selected()
     dialog = await find_dialog("promptInspector")
-    dialog.select_block(next(i for i, b in enumerate(window.session.inspect_call(4)["blocks"])
+    dialog.select_block(next(i for i, b in enumerate(window.session.inspect_call(5)["blocks"])
                              if b.label.startswith("compression summary")))
     await asyncio.sleep(0.1)
     shot = dialog.grab()

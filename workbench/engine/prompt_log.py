@@ -103,6 +103,31 @@ class PromptLog:
                   "usage": usage.to_dict() if usage is not None else None}
         if tool_cap is not None:
             record["tool_cap"] = int(tool_cap)
+        return self._add(thread_id, run_id, step, record, texts)
+
+    def record_summary(self, thread_id: str, run_id: str, step: int, request: ModelRequest, model: str,
+                       usage: Usage | None, status: str) -> int:
+        """Store a compression's summary call (V1: every model call can be inspected): its instructions
+        and the transcript it was sent, which is no stored message (``rebuild`` shows it as given).
+        ``run_id`` is "" for "Compact now" outside a run."""
+        texts: dict[str, str] = {}
+
+        def ref(text: str) -> str:
+            h = text_hash(text)
+            if h not in self._known:
+                texts[h] = clean_text(text)
+            return h
+
+        record = {"kind": "summary",
+                  "system": [{"label": "summary instructions", "hash": ref(request.system), "cacheable": False}],
+                  "stored": 0, "records": 0,
+                  "injected": [{"pos": i, "hash": ref(m.content), "label": "the messages to summarise"}
+                               for i, m in enumerate(request.messages)],
+                  "tools": ref("[]"), "tool_names": [], "model": model, "messages": len(request.messages),
+                  "status": status, "usage": usage.to_dict() if usage is not None else None}
+        return self._add(thread_id, run_id, step, record, texts)
+
+    def _add(self, thread_id: str, run_id: str, step: int, record: dict[str, Any], texts: dict[str, str]) -> int:
         seq = self._next_seq(thread_id)
         self._pending.append((thread_id, seq, run_id, step, time.time(), json.dumps(record), texts))
         self._known.update(texts)

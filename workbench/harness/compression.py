@@ -42,6 +42,7 @@ from workbench.config import CompressionConfig
 from workbench.engine import model_info
 from workbench.engine.messages import Message, ModelRequest, ModelResponse, canonical_arguments
 from workbench.engine.middleware import AgentMiddleware, CallModel, HookContext
+from workbench.engine.prompt_log import PromptLog
 from workbench.engine.store import Store
 from workbench.engine.usage import Usage
 
@@ -372,6 +373,7 @@ class CompressionMiddleware(AgentMiddleware):
         self._warned: set[str] = set()
         self._forced: set[str] = set()
         self.summary_model = ""  # the summariser's model string, for its usage row (bind_compression)
+        self.prompt_log: PromptLog | None = None  # where its calls are logged (V1, bind_compression)
         self._sums: dict[str, tuple[int, int, int, int]] = {}  # thread -> (records, view length, tokens by role)
 
     def bind(self, store: Store, summarizer: Summarizer | None, model_name: str = "") -> None:
@@ -515,15 +517,19 @@ class CompressionMiddleware(AgentMiddleware):
                 if cfg.summarize.enabled and self._summarizer is None:
                     reason = "no summariser for this model (the demo model cannot summarise)"
                 if cfg.summarize.enabled and self._summarizer is not None:
+                    sent = old_view[_leading_system(messages):]
                     try:
-                        text, usage = await self._summarizer(old_view[_leading_system(messages):])
+                        text, usage = await self._summarizer(sent)
                         self._count_summary(usage, ctx, tid=thread_id, emit=emit)
+                        self._log_summary(sent, usage, "ok", ctx, tid=thread_id)
                         summarized = True
                         facts = collect_facts(messages[start:end], _earlier_facts(records))
                         summary = {"op": "summarize", "start": start, "end": end, "text": text.strip(),
                                    "facts": facts, "chars": sum(len(m.content) for m in messages[start:end])}
                     except Exception as e:  # the summariser failed: fall back to dropping, and say why
                         reason = f"the summary failed ({type(e).__name__}: {str(e)[:200]})"
+                        if not summarized:
+                            self._log_summary(sent, None, "failed", ctx, tid=thread_id)
                 if summary is not None:
                     p.ops.append(summary)
                     p.strategies["summarize"] = {"messages": end - start, "tokens_saved": 0}
@@ -564,6 +570,21 @@ class CompressionMiddleware(AgentMiddleware):
         return record
 
 
+    def _log_summary(self, sent: Sequence[Message], usage: Usage | None, status: str, ctx: HookContext | None, *,
+                     tid: str | None) -> None:
+        """V1: the summary call in the thread's prompt log, as it was sent (never fails the compression)."""
+        log = self.prompt_log
+        thread = ctx.thread_id if ctx is not None else tid
+        if log is None or thread is None:
+            return
+        try:
+            log.record_summary(thread, ctx.run_id if ctx is not None else "", ctx.step if ctx is not None else 0,
+                               summary_request(sent), self.summary_model or "summariser", usage, status)
+        except Exception:  # noqa: BLE001 - a full disk must not undo a summary that was paid for
+            import logging
+
+            logging.getLogger(__name__).exception("could not store the summary call of thread %s", thread)
+
     def _count_summary(self, usage: Usage, ctx: HookContext | None, *, tid: str | None,
                        emit: Callable[..., Any] | None) -> None:
         """R5, B4: the summary is a model call of the thread and counts as one — in its usage and
@@ -585,18 +606,23 @@ class CompressionMiddleware(AgentMiddleware):
                  call=usage.to_dict())
 
 
+def summary_request(messages: Sequence[Message]) -> ModelRequest:
+    """The summariser's request: the instructions, and the messages rendered as one transcript."""
+    lines = []
+    for m in messages:
+        text = m.content if m.role != "tool" else _cut(m.content, 2000)
+        calls = "".join(f"\n  -> {c.name}({(c.raw_arguments or '')[:500]})" for c in m.tool_calls)
+        lines.append(f"{m.role}: {text}{calls}")
+    body = _cut("\n".join(lines), 400_000)
+    return ModelRequest(system=SUMMARY_PROMPT, messages=(Message.user(body),))
+
+
 def make_summarizer(model: Any) -> Summarizer:
     """A summariser over ``model`` (a ``Model``): the messages rendered as a transcript, one call."""
     from workbench.engine.messages import ModelDelta
 
     async def summarize(messages: list[Message]) -> tuple[str, Usage]:
-        lines = []
-        for m in messages:
-            text = m.content if m.role != "tool" else _cut(m.content, 2000)
-            calls = "".join(f"\n  -> {c.name}({(c.raw_arguments or '')[:500]})" for c in m.tool_calls)
-            lines.append(f"{m.role}: {text}{calls}")
-        body = _cut("\n".join(lines), 400_000)
-        request = ModelRequest(system=SUMMARY_PROMPT, messages=(Message.user(body),))
+        request = summary_request(messages)
         final = None
         async for item in model.stream(request):
             if not isinstance(item, ModelDelta):
@@ -609,7 +635,7 @@ def make_summarizer(model: Any) -> Summarizer:
 
 
 def bind_compression(stack: Sequence[AgentMiddleware], store: Store, model_for: Callable[[str | None], Any],
-                     model_name: str) -> CompressionMiddleware | None:
+                     model_name: str, prompt_log: PromptLog | None = None) -> CompressionMiddleware | None:
     """Wire a stack's compression middleware: the records in ``store``, the summariser's model
     (``compression.summarize.model``, None = the run's own: ``model_for(None)``), the run's model name."""
     for mw in stack:
@@ -622,6 +648,7 @@ def bind_compression(stack: Sequence[AgentMiddleware], store: Store, model_for: 
             usable = mw.config.summarize.enabled and not (model_name == "demo" and name in (None, DEFAULT_SUMMARY_MODEL))
             mw.bind(store, summarize if usable else None, model_name)
             mw.summary_model = name or model_name
+            mw.prompt_log = prompt_log
             return mw
     return None
 

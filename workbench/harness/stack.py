@@ -195,5 +195,6 @@ def build_child_engine(config: WorkbenchConfig, workspace: Path, store: Store, a
     for mw in stack:
         if isinstance(mw, DelegationMiddleware):
             mw.bind(engine, model_factory)
-    bind_compression(stack, store, lambda name: model_factory(name) if name else model, getattr(model, "name", ""))
+    bind_compression(stack, store, lambda name: model_factory(name) if name else model, getattr(model, "name", ""),
+                     engine.prompt_log)
     return engine

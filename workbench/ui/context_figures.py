@@ -134,6 +134,9 @@ class CallsModel(RowsTableModel):
         col = index.column()
         if role in (Qt.ItemDataRole.DisplayRole, Qt.ItemDataRole.AccessibleTextRole):
             if col == 0:
+                if row.get("kind") == "summary":  # V1: a compression's summary is a model call too
+                    failed = " (failed)" if row.get("status") == "failed" else ""
+                    return f"#{row.get('seq')} · summary{failed}"
                 cut = " (cut)" if row.get("status") == "cut" else ""
                 return f"#{row.get('seq')} · step {row.get('step')}{cut}"
             if col == 1:
@@ -142,6 +145,10 @@ class CallsModel(RowsTableModel):
             if col == 2:
                 return usage_words(row.get("usage"))
         if role == Qt.ItemDataRole.ToolTipRole:
+            if row.get("kind") == "summary":
+                return (f"Model call #{row.get('seq')} of this thread: {row.get('model')} summarising older messages "
+                        f"for a compression{' (it failed)' if row.get('status') == 'failed' else ''}. "
+                        "Enter opens its prompt.")
             cut = "; cut part-way (stopped, or the connection dropped)" if row.get("status") == "cut" else ""
             return (f"Model call #{row.get('seq')} of this thread: {row.get('model')}, run {row.get('run')} step "
                     f"{row.get('step')}, {row.get('messages')} messages sent{cut}. Enter opens its prompt.")

@@ -62,6 +62,7 @@ def call_for(calls: Sequence[Mapping[str, Any]], ref: Mapping[str, Any]) -> int 
     """The ``seq`` of the model call that made a transcript message: ``{"message": i}`` (stored message
     #i is the answer of the call made with ``stored == i`` messages) or ``{"run": id, "step": n}`` (a
     live one). The newest such call that finished, else the newest at all (a cut one); None if none."""
+    calls = [c for c in calls if c.get("kind", "step") == "step"]  # a compression's summary made no message
     if "message" in ref:
         found = [c for c in calls if c.get("stored") == ref["message"]]
     elif "run" in ref:
