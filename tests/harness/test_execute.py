@@ -13,6 +13,7 @@ import json
 import os
 import sqlite3
 import sys
+import threading
 import time
 import tracemalloc
 import uuid
@@ -24,7 +25,7 @@ import pytest
 from tests.fakes import until
 from tests.stub_server import StubReply, StubServer
 from workbench.engine.models.scripted import ScriptedModel, reply, tool_reply
-from workbench.harness.execute import LIVE_BATCH_CHARS, ExecuteMiddleware, _HeadTail, command_env
+from workbench.harness.execute import LIVE_BATCH_CHARS, ExecuteMiddleware, _Command, _HeadTail, command_env
 from workbench.harness.sandbox import detect
 from workbench.session import Session
 
@@ -169,6 +170,60 @@ async def test_E1_output_interleaves_stdout_and_stderr_and_ends_with_the_exit_co
         await session.run("go")
         [out] = tool_results(session)
         assert out.startswith("one\ntwo\nthree\n") and "[exit code 7 · " in out
+    finally:
+        await session.close()
+
+
+def _run_command(command: str, cwd: Path) -> tuple[int | None, str]:
+    """One real command through ``_Command`` (what ``execute`` runs), waited for to its end."""
+    ended = threading.Event()
+    marker = uuid.uuid4().hex
+    cmd = _Command(["bash", "-c", command], cwd, command_env(os.environ, marker=marker), 30000, marker=marker,
+                   sandboxed=False, thread_id="t", on_done=ended.set)
+    assert ended.wait(30), f"{command!r} did not end"
+    return cmd.returncode, cmd.capture.text()
+
+
+def test_E1_E4_a_command_that_ends_normally_is_never_reported_killed(tmp_path):
+    """E1: the exit code is the command's. grep and ls close their stdout just before they exit; the
+    group used to be killed at that EOF, and about half of these runs read "killed by SIGKILL" (-9)."""
+    codes: dict[int | None, int] = {}
+    for _ in range(40):
+        for command in ("grep -c root /etc/passwd", "ls /"):
+            code, out = _run_command(command, tmp_path)
+            codes[code] = codes.get(code, 0) + 1
+            assert out.strip()
+    assert codes == {0: 80}
+
+
+async def test_E1_a_command_that_sends_its_output_elsewhere_runs_to_its_end(tmp_path, sandbox_mode):
+    """E1: the end of the output is not the end of the command — a script that redirects its own output
+    (``exec >log``) ran for milliseconds and was killed before it finished."""
+    command = "echo before; exec >out.log 2>&1; sleep 1; echo finished > marker.txt; echo logged"
+    ws = make_ws(tmp_path)
+    session, _ = await open_scripted(ws, run_call(command), reply("ok"))
+    try:
+        await session.run("go")
+        [out] = tool_results(session)
+        assert out.startswith("before\n") and "[exit code 0 · " in out
+        assert (ws / "marker.txt").read_text() == "finished\n"
+        assert (ws / "out.log").read_text() == "logged\n"
+    finally:
+        await session.close()
+
+
+async def test_E4_a_command_with_its_output_closed_still_stops_at_its_timeout(tmp_path, sandbox_mode):
+    """E4: waiting past EOF for the shell still ends at the call's timeout, with the whole group."""
+    token = f"wb-closed-{uuid.uuid4().hex[:8]}"
+    command = f"exec >/dev/null 2>&1; {sleepers(token, 1, ignore_term=True)}"
+    session, _ = await open_scripted(make_ws(tmp_path), run_call(command, timeout_seconds=1), reply("it hung"))
+    try:
+        started = time.monotonic()
+        result = await session.run("go")
+        assert result.status == "done" and time.monotonic() - started < 8
+        [out] = tool_results(session)
+        assert "timed out after 1 s" in out
+        assert alive(token) == []
     finally:
         await session.close()
 

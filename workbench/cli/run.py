@@ -48,7 +48,16 @@ async def _run_async(workspace: Path, args: argparse.Namespace) -> int:
         session = await _open(workspace, args.thread, model=args.model, api_base=args.api_base, trust=trusted,
                               shared_model_host=True)
     else:
-        session = await _open(workspace, args.thread, trust=trusted, shared_model_host=True)
+        model, api_base, store = _model_of_the_run(workspace, args.thread)
+        if model is not None or api_base is not None:
+            _err(f"workbench: continuing with the model the run was started with: {_flags(model, api_base)}")
+        try:
+            session = await _open(workspace, args.thread, model=model, api_base=api_base, store=store,
+                                  trust=trusted, shared_model_host=True)
+        except BaseException:
+            if store is not None:
+                store.close()
+            raise
     for notice in session.notices:
         _err(f"workbench: {notice}")
     # E5: whether the agent's commands run in a sandbox, said once, when the agent first asks to run one
@@ -88,6 +97,7 @@ async def _drive(
                 f"{_resume_hint(workspace, session.thread_id, session.pending)}"
             )
         prompt = args.prompt
+        _remember_command_line_model(session, args.model, args.api_base)
         first = lambda: session.run(prompt)  # noqa: E731
     else:
         pending = session.pending
@@ -134,6 +144,72 @@ async def _drive(
     output.finish(result, session, hint, waiting)
     code = STATUS_EXIT.get(result.status, EXIT_FAILED)
     return EXIT_INTERRUPTED if waiting and code == EXIT_DONE else code  # a task's own end never changes it
+
+
+# -- the model a run was started with (R2) -----------------------------------------------------------------
+# `workbench run --model M --api-base URL` chooses for that run only; `workbench resume` takes no such
+# flags. A resume (decisions, or recovering a run cut off by kill -9) used to open with whatever
+# workbench.yaml or the defaults name — with none, the offline demo model, which went on with the run
+# (under --approve all it wrote notes.md). So `run` keeps its flags beside the thread, sealed as this
+# account's choice, and `resume` of that same run opens with them. Not a flag on `resume`: the person
+# would have to repeat them, and the wrong model is what the bug was.
+
+
+def _sealed_parts(thread_id: str, model: str | None, api_base: str | None, since: float) -> tuple[str, ...]:
+    return ("command-line model", thread_id, model or "", api_base or "", repr(since))
+
+
+def _remember_command_line_model(session: Session, model: str | None, api_base: str | None) -> None:
+    """Keep this run's ``--model`` / ``--api-base`` for a later ``resume`` (none given: forget them)."""
+    import time
+
+    from workbench import seal
+
+    since = time.time()  # before the run starts: the run the flags are for is the first one after it
+    mark = ""
+    if model is not None or api_base is not None:
+        try:
+            mark = seal.seal(*_sealed_parts(session.thread_id, model, api_base, since))
+        except seal.SealError as e:  # kept unsealed: a resume then refuses instead of guessing
+            _err(f"workbench: warning: {e}")
+    session.store.save_command_line_model(session.thread_id, model, api_base, since, mark)
+
+
+def _model_of_the_run(workspace: Path, thread_id: str) -> tuple[str | None, str | None, Any]:
+    """(model, api base, the opened store) for resuming ``thread_id``: the flags ``workbench run`` was given
+    when the thread's latest run is the one they were given for, else (None, None) — the workspace's
+    model, as before. The store (None: there is none yet) is handed to the session, not opened twice.
+
+    A record this account did not seal is refused, not used: the thread store is a file in the workspace
+    and can come with the folder, and an API base from it would receive the conversation and the key."""
+    from workbench import seal
+    from workbench.engine.store import Store
+
+    path = workspace / ".workbench" / "threads.sqlite3"
+    if not path.exists():
+        return None, None, None
+    store = Store(path)
+    try:
+        record = store.command_line_model(thread_id)
+        if record is None:
+            return None, None, store
+        model, api_base, since, mark = record
+        if len([r for r in store.runs(thread_id) if r.started >= since]) != 1:
+            return None, None, store  # a later turn (the window's, say) chose its own model
+        if not seal.sealed(mark, *_sealed_parts(thread_id, model, api_base, since)):
+            raise UsageError(
+                f"thread {thread_id}'s run was started with a model named on the command line, but this "
+                f"workspace's record of it was not made by your account, so it is not used; start a new turn "
+                f"with the model you choose: `workbench run --thread {thread_id} --model M [--api-base URL] PROMPT`")
+        return model, api_base, store
+    except BaseException:
+        store.close()
+        raise
+
+
+def _flags(model: str | None, api_base: str | None) -> str:
+    parts = [*(["--model", model] if model is not None else []), *(["--api-base", api_base] if api_base else [])]
+    return " ".join(shlex.quote(p) for p in parts)
 
 
 def _decide(decider: _Decider, pending: Sequence[Question]) -> dict[str, dict[str, Any]] | None:
@@ -208,7 +284,9 @@ def _suspended_result(session: Session, pending: Sequence[Question]) -> RunResul
 
 
 class _Stopper:
-    """Ctrl-C (or SIGTERM) while a run is in flight stops it (it ends ``aborted``: exit 3).
+    """Ctrl-C (or SIGTERM, or SIGHUP: the terminal was closed) while a run is in flight stops it (it ends
+    ``aborted``: exit 3) — so its command's process group is ended before the workbench goes (E4), where
+    SIGHUP's default would end the workbench at once and leave the command running.
 
     The handler is installed only around the run itself, so Ctrl-C at an approval prompt still
     interrupts the prompt. A second Ctrl-C gives up waiting for the run to wind down. ``stop`` and
@@ -230,13 +308,16 @@ class _Stopper:
                 self._main.cancel()
             return
         self.stopped = True
-        _err(f"\nworkbench: {self._what} (Ctrl-C again to quit at once)")
+        try:
+            _err(f"\nworkbench: {self._what} (Ctrl-C again to quit at once)")
+        except OSError:  # SIGHUP: the terminal is gone (EIO); the stop matters, not the words
+            pass
         self._stop_task = asyncio.ensure_future(self._stop())
 
     async def call(self, start: Callable[[], Awaitable[Any]]) -> Any:
         loop = asyncio.get_running_loop()
         installed: list[int] = []
-        for sig in (signal.SIGINT, getattr(signal, "SIGTERM", None)):
+        for sig in (signal.SIGINT, getattr(signal, "SIGTERM", None), getattr(signal, "SIGHUP", None)):
             if sig is None:
                 continue
             try:

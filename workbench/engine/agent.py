@@ -259,9 +259,11 @@ class Engine(ModelCalls, ToolCalls):
                         continue  # its tool_call_finished is stored already (with its result)
                     closing.append(("tool_call_finished", {"call_id": call.id, "name": call.name,
                                                            "status": outcome.status if outcome else "error"}))
+                unanswered = [c.id for c in calls if c.id not in answered]
+                self._end_cut_off_calls(rt, unanswered)
                 # D5, D7: a foreground sub-agent task a cut call drove died with that process: it ends too
                 # (the Tasks board and delete_thread read it right), told with the run's closing events.
-                for task in settle_cut_off(self.store, thread_id, [c.id for c in calls if c.id not in answered]):
+                for task in settle_cut_off(self.store, thread_id, unanswered):
                     closing.append(("task_settled", _task_settled(task)))
                 rt.outcomes = completed
                 self._settle_calls(rt, "error", CUT_OFF, emit=False)
@@ -365,6 +367,7 @@ class Engine(ModelCalls, ToolCalls):
                     and outcome.content.startswith("Not finished: the process"):
                 self._finish_tool(rt, call, outcome)
                 cut.append(call.id)
+        self._end_cut_off_calls(rt, cut)
         # D5, D7: a foreground sub-agent task a cut call drove is not run again with it (R9): it ends.
         for task in settle_cut_off(self.store, rt.thread_id, cut):
             rt.emit("task_settled", **_task_settled(task))
@@ -373,6 +376,24 @@ class Engine(ModelCalls, ToolCalls):
             return done
         self._checkpoint(rt, "running")
         return await self._steps(rt)
+
+    def _end_cut_off_calls(self, rt: _Runtime, call_ids: Sequence[str]) -> None:
+        """R9, E4: calls the dead process started without finishing are settled, never run again — but what
+        they started may still run (a command's children outlive the workbench that was killed). Before
+        the model or the person is told, each middleware with an ``on_calls_cut_off(call_ids, ctx)`` hook
+        ends what its calls left (the shell tool: the processes carrying the call's marker). A hook the
+        middleware owns, so the engine knows nothing of processes; a failing hook is logged, the
+        recovery goes on."""
+        if not call_ids:
+            return
+        for mw in self.agent.middleware:
+            hook = getattr(mw, "on_calls_cut_off", None)
+            if hook is None:
+                continue
+            try:
+                hook(list(call_ids), HookContext(rt, mw))
+            except Exception:
+                log.exception("%s.on_calls_cut_off failed", mw.name)
 
     def stop(self, thread_id: str) -> bool:
         """Stop the run in flight on a thread: it ends ``aborted`` with its partial answer kept (R6)."""

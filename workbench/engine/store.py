@@ -85,6 +85,9 @@ CREATE TABLE IF NOT EXISTS state_values (
     thread_id TEXT NOT NULL, hash TEXT NOT NULL, value TEXT NOT NULL, PRIMARY KEY (thread_id, hash)
 );
 CREATE INDEX IF NOT EXISTS events_type ON events(thread_id, type, seq);
+CREATE TABLE IF NOT EXISTS command_line_models (
+    thread_id TEXT PRIMARY KEY, model TEXT, api_base TEXT, since REAL NOT NULL, seal TEXT NOT NULL
+);
 """
 
 @dataclass(frozen=True)
@@ -255,7 +258,8 @@ class Store(PagedReads):
 
     def delete_thread(self, thread_id: str) -> None:
         with self.transaction() as db:
-            for table in ("checkpoints", "messages", "runs", "events", "usage", "claims", "journal", "state_values"):
+            for table in ("checkpoints", "messages", "runs", "events", "usage", "claims", "journal", "state_values",
+                          "command_line_models"):
                 db.execute(f"DELETE FROM {table} WHERE thread_id=?", (thread_id,))
             db.execute("DELETE FROM threads WHERE id=?", (thread_id,))
 
@@ -400,6 +404,29 @@ class Store(PagedReads):
         with self._lock:
             rows = self._db.execute(sql + " ORDER BY started", args).fetchall()
         return [_run(r) for r in rows]
+
+    # -- the model a command line chose (R2) ------------------------------------------------------------
+    # A table of its own, not columns of ``runs``: it needs no migration (made where missing by SCHEMA)
+    # and the engine's ``INSERT OR REPLACE`` of a run row cannot blank it. The engine never reads it.
+    def save_command_line_model(self, thread_id: str, model: str | None, api_base: str | None, since: float,
+                                seal: str) -> None:
+        """R2: the model and API base ``workbench run`` was given (flags) for the thread's run started after
+        ``since`` — none given: forgotten — so ``workbench resume`` continues the run with them. ``seal``
+        is the caller's mark that the choice was made on this account (seal.py): the store can come with
+        the folder."""
+        with self.transaction() as db:
+            if model is None and api_base is None:
+                db.execute("DELETE FROM command_line_models WHERE thread_id=?", (thread_id,))
+            else:
+                db.execute("INSERT OR REPLACE INTO command_line_models(thread_id, model, api_base, since, seal) "
+                           "VALUES (?, ?, ?, ?, ?)", (thread_id, model, api_base, since, seal))
+
+    def command_line_model(self, thread_id: str) -> tuple[str | None, str | None, float, str] | None:
+        """What ``save_command_line_model`` kept for the thread: (model, api_base, since, seal), or None."""
+        with self._lock:
+            row = self._db.execute("SELECT model, api_base, since, seal FROM command_line_models WHERE thread_id=?",
+                                   (thread_id,)).fetchone()
+        return (row[0], row[1], float(row[2]), str(row[3])) if row else None
 
     def save_run(self, run: RunRecord) -> None:
         with self.transaction() as db:

@@ -18,7 +18,12 @@ handling, its environment and its events, in one middleware.
   the run (``on_run_end``, and at exit) end the whole group: SIGTERM, then SIGKILL after half a second.
   A process that left the group (``setsid``) but kept the environment is found by the marker variable
   ``WORKBENCH_COMMAND`` in ``/proc`` and killed too; in the sandbox the PID namespace ends everything
-  (and the marker catches bubblewrap's inner half when it is killed while it still sets up).
+  (and the marker catches bubblewrap's inner half when it is killed while it still sets up). The
+  command ends when its shell exits, not when its output closes (a program closes stdout just before it
+  exits; ``exec >log`` goes on without it). When the workbench itself dies (``kill -9``), the shell dies
+  with it (Linux: a parent-death signal); what it started carries the call's marker — derived from the
+  thread, run and call — and is ended when the engine settles the cut-off call (``on_calls_cut_off``:
+  ``workbench resume``, or the thread's next turn), before the model is told.
 - E5 ``sandbox.py``: bubblewrap when it is installed and allowed; else a note says why not.
 - E6 Output streams live as ``command_output`` events (``{call_id, text, skipped}``), batched every
   ~30 ms like streamed text: at most 8 KB a batch, the newest kept — ``skipped`` counts the
@@ -38,16 +43,18 @@ import asyncio
 import atexit
 import codecs
 import collections
+import ctypes
 import fnmatch
+import hashlib
 import logging
 import os
 import select
 import shutil
 import signal
 import subprocess
+import sys
 import threading
 import time
-import uuid
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -177,6 +184,79 @@ class _HeadTail:
 # ------------------------------------------------------------------------------------------ processes
 
 
+def call_marker(thread_id: str, run_id: str, call_id: str) -> str:
+    """The ``WORKBENCH_COMMAND`` marker of one ``execute`` call: derived from the call, not drawn at random,
+    so a recovery in a later process finds what a cut-off call left running (E4, R9)."""
+    return hashlib.sha256(f"{thread_id}\0{run_id}\0{call_id}".encode()).hexdigest()[:32]
+
+
+def kill_marked(marker: str) -> int:
+    """SIGKILL every process (but this one) whose environment carries ``marker`` (E4); how many were found.
+    A process read as its parent forks is caught by the next pass: passes go on until one finds none."""
+    if not os.path.isdir("/proc"):
+        return 0
+    needle = f"{MARKER_ENV}={marker}".encode()
+    me = os.getpid()
+    killed = 0
+    for _ in range(10):
+        found = 0
+        for name in os.listdir("/proc"):
+            if not name.isdigit() or int(name) == me:
+                continue
+            try:
+                with open(f"/proc/{name}/environ", "rb") as f:
+                    env = f.read()
+            except OSError:
+                continue
+            if needle + b"\0" in env or env.endswith(needle):  # a zombie's environ reads empty
+                try:
+                    os.kill(int(name), signal.SIGKILL)
+                    found += 1
+                except (ProcessLookupError, PermissionError):
+                    pass
+        killed += found
+        if not found:
+            break
+    return killed
+
+
+#: ``prctl`` option: the signal the calling process gets when its parent thread ends (linux/prctl.h).
+_PR_SET_PDEATHSIG = 1
+_prctl: Any = None
+
+
+def _dies_with_the_workbench() -> Callable[[], None] | None:
+    """A ``preexec_fn`` giving the command's shell SIGKILL when the workbench ends, even by ``kill -9`` or a
+    closed terminal (E4) — Linux only, None elsewhere or without libc's ``prctl``. It kills the shell;
+    what the shell started is found by its marker when the cut-off call is recovered (``on_calls_cut_off``).
+    The signal follows the thread that started the command; commands start on the engine's loop thread,
+    which lives as long as the runs on it. Everything is looked up here, so the child runs no imports
+    and takes no lock between fork and exec: a few system calls."""
+    global _prctl
+    if not sys.platform.startswith("linux"):
+        return None
+    if _prctl is None:
+        try:
+            prctl = ctypes.CDLL(None, use_errno=True).prctl
+        except (OSError, AttributeError):
+            _prctl = False
+            return None
+        prctl.argtypes = [ctypes.c_int, ctypes.c_ulong, ctypes.c_ulong, ctypes.c_ulong, ctypes.c_ulong]
+        prctl.restype = ctypes.c_int
+        _prctl = prctl
+    if _prctl is False:
+        return None
+    prctl, parent, getpid, getppid, kill = _prctl, os.getpid(), os.getpid, os.getppid, os.kill
+    sigkill = int(signal.SIGKILL)
+
+    def in_the_child() -> None:
+        prctl(_PR_SET_PDEATHSIG, sigkill, 0, 0, 0)
+        if getppid() != parent:  # the workbench died before the signal was set: nobody to report to
+            kill(getpid(), sigkill)
+
+    return in_the_child
+
+
 _RUNNING: dict[int, _Command] = {}  # id -> command in flight, for the run's end and the interpreter's
 _RUNNING_LOCK = threading.Lock()
 
@@ -211,7 +291,7 @@ class _Command:
         self.ended: float | None = None
         self.proc = subprocess.Popen(list(argv), cwd=os.fspath(cwd), env=dict(env), stdin=subprocess.DEVNULL,
                                      stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True,
-                                     close_fds=True)
+                                     close_fds=True, preexec_fn=_dies_with_the_workbench())
         self.pgid = self.proc.pid  # start_new_session: the shell leads its own group
         with _RUNNING_LOCK:
             _RUNNING[id(self)] = self
@@ -238,23 +318,7 @@ class _Command:
     def _kill_escaped(self) -> None:
         """Processes that left the group (``setsid``, a daemon) but carry this command's marker (E4). In the
         sandbox too: bubblewrap killed while it sets up can leave its inner half running (seen here)."""
-        if not os.path.isdir("/proc"):
-            return
-        needle = f"{MARKER_ENV}={self.marker}".encode()
-        me = os.getpid()
-        for name in os.listdir("/proc"):
-            if not name.isdigit() or int(name) == me:
-                continue
-            try:
-                with open(f"/proc/{name}/environ", "rb") as f:
-                    env = f.read()
-            except OSError:
-                continue
-            if needle + b"\0" in env or env.endswith(needle):
-                try:
-                    os.kill(int(name), signal.SIGKILL)
-                except (ProcessLookupError, PermissionError):
-                    pass
+        kill_marked(self.marker)
 
     def _shell_exited(self) -> bool:
         """Whether the shell ended, without reaping it: its zombie keeps the group id from being reused
@@ -298,10 +362,16 @@ class _Command:
         return text, skipped
 
     def _pump(self) -> None:
+        """Read the output until the shell exits (E1), then end what it left behind (E4). The end of the
+        output is not the end of the command: a program closes its stdout before it exits (coreutils do,
+        at exit) and a script may send its output elsewhere (``exec >log``) and go on — killing the group
+        at EOF reported finished commands as killed and cut such scripts short. After EOF only the
+        shell's exit, a kill (Stop, the timeout: ``kill``) or the run's end ends the wait."""
         assert self.proc.stdout is not None
         fd = self.proc.stdout.fileno()
         decoder = codecs.getincrementaldecoder("utf-8")("replace")
         exited = False
+        output_open = True
         drain_until: float | None = None
         try:
             while True:
@@ -314,15 +384,21 @@ class _Command:
                     self._signal(signal.SIGKILL)  # E4: what the shell left running goes with it
                     self._kill_escaped()
                     drain_until = now + DRAIN_SECONDS
+                if exited and not output_open:
+                    break
                 if drain_until is not None and now > drain_until:
                     self._kill_escaped()
                     break  # something outside the group holds the pipe: stop reading
+                if not output_open:
+                    time.sleep(0.05)  # the output is closed, the shell runs on: wait for its exit
+                    continue
                 ready, _, _ = select.select([fd], [], [], 0.05)
                 if ready:
                     data = os.read(fd, 65536)
-                    if not data:
-                        break
-                    self._add(decoder.decode(data))
+                    if data:
+                        self._add(decoder.decode(data))
+                    else:
+                        output_open = False
         except Exception:  # noqa: BLE001 - the command is still ended and reported below
             log.exception("reading the output of command %s failed", self.proc.pid)
         finally:
@@ -541,7 +617,8 @@ class ExecuteMiddleware(AgentMiddleware):
         _vcwd, host_cwd = self.folder(args.get("cwd"))
         timeout = float(args.get("timeout_seconds") or self.default_timeout)
         timeout = min(timeout, self.max_timeout)
-        marker = uuid.uuid4().hex
+        # the run id: a stand-in context without one (benchmarks/execute.py's) still runs commands
+        marker = call_marker(ctx.thread_id, getattr(ctx, "run_id", ""), ctx.call.id)
         env = command_env(os.environ, self.env_allow, sandboxed=self.sandbox.active, marker=marker)
         argv = self.sandbox.argv([self.shell, "-c", command], host_cwd)
         loop = asyncio.get_running_loop()
@@ -602,6 +679,18 @@ class ExecuteMiddleware(AgentMiddleware):
         details = {"exit_code": code, "duration_seconds": round(seconds, 3), "timed_out": timed_out,
                    "output_chars": cmd.capture.total, "sandboxed": self.sandbox.active}
         return ToolOutcome("error" if timed_out else "ok", body + line, details)
+
+    # -- a call cut off by the workbench's end (E4, R9) -----------------------------------------------------
+    def on_calls_cut_off(self, call_ids: Sequence[str], ctx: HookContext) -> None:
+        """The process that ran these calls died mid-call (``kill -9``, a closed terminal): the engine settles
+        them without running them again (R9) and calls this first, so nothing of them goes on changing the
+        workspace after the model is told. The shell died with the workbench (its parent-death signal) or
+        in its sandbox; what it started was re-parented and runs on — found here by the call's marker."""
+        for call_id in call_ids:
+            killed = kill_marked(call_marker(ctx.thread_id, ctx.run_id, call_id))
+            if killed:
+                log.info("ended %d process(es) left by cut-off call %s on thread %s", killed, call_id,
+                         ctx.thread_id)
 
     # -- the run's end (E4) -----------------------------------------------------------------------------
     async def on_run_end(self, status: str, ctx: HookContext) -> None:
