@@ -5,6 +5,7 @@ Stdout carries the answer (or the JSON lines); stderr carries tool lines, status
 
 from __future__ import annotations
 
+import errno
 import json
 import logging
 import os
@@ -61,8 +62,16 @@ def _err(text: str) -> None:
 
     try:
         print(scrub(text), file=sys.stderr, flush=True)
-    except (BrokenPipeError, ValueError):
+    except ValueError:
         pass
+    except OSError as e:
+        if not _gone(e):
+            raise
+
+
+def _gone(error: OSError) -> bool:
+    """The reader of this stream is gone: a closed pipe (EPIPE), or a terminal that was closed (EIO)."""
+    return isinstance(error, BrokenPipeError) or error.errno in (errno.EPIPE, errno.EIO)
 
 
 def _short(value: Any, limit: int = 80) -> str:
@@ -144,7 +153,11 @@ class _Output:
         try:
             stream.write(text)
             stream.flush()
-        except BrokenPipeError:  # `workbench run --json | head`: stop writing, keep running
+        except OSError as e:
+            if not _gone(e):
+                raise
+            # `workbench run --json | head`, or the terminal closed (SIGHUP): stop writing, keep running
+            # to the end the run is being brought to (its stop, its checkpoint)
             self._broken = True
             try:
                 devnull = os.open(os.devnull, os.O_WRONLY)
