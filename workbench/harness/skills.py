@@ -202,7 +202,10 @@ def parse_skill(text: str, path: str, source: str, *, max_description_chars: int
     description = data.get("description")
     if not isinstance(description, str) or not description.strip():
         raise SkillFormatError("'description' is missing or not a non-empty string")
-    description = _cut(" ".join(description.split()), max_description_chars)
+    # One line in the prompt too: a control, format or separator character (NUL, ESC, U+2028, a bidi
+    # override) becomes a space, like every run of whitespace (S6)
+    plain = "".join(" " if unicodedata.category(c) in _NOT_ON_ONE_LINE else c for c in description)
+    description = _cut(" ".join(plain.split()), max_description_chars)
     license_ = data.get("license")
     if license_ is not None and not isinstance(license_, str):
         raise SkillFormatError("'license' must be a string")
