@@ -396,3 +396,23 @@ async def test_I5_an_agents_md_that_is_not_utf8_says_why_in_the_panel(tmp_path: 
         assert panel.model.doc(PROJECT).fate_text.startswith("skipped")
     finally:
         await session.close()
+
+
+async def test_I5_an_agents_md_the_os_refuses_is_refused_in_the_panel(tmp_path: Path, panel: InstructionsPanel,
+                                                                     monkeypatch: Any) -> None:
+    """I5: an AGENTS.md the OS refuses (mode 000, another user's) reads "refused: Permission denied" in the
+    panel, as the run reports it — not an I/O error — and the run goes on."""
+    from tests.harness.os_refusals import refuse
+
+    ws = make_workspace(tmp_path)
+    (ws / "AGENTS.md").write_text("secret rules\n", encoding="utf-8")
+    refuse(monkeypatch, "open", "/AGENTS.md")
+    session = await Session.open(ws, model=ScriptedModel([reply("ok")]))
+    try:
+        panel.set_session(session)
+        await panel.tasks.wait_idle()
+        doc = panel.model.doc(PROJECT)
+        assert doc.disk_state == "refused" and "Permission denied" in doc.disk_reason
+        assert (await session.run("hi")).status == "done"
+    finally:
+        await session.close()

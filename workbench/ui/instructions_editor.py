@@ -50,7 +50,7 @@ from PySide6.QtWidgets import (
 )
 
 from workbench.engine.tokens import estimate_tokens
-from workbench.errors import BackendIOError, BackendRefusal, FileNotFound, WorkbenchError
+from workbench.errors import AccessDenied, BackendIOError, BackendRefusal, FileNotFound, WorkbenchError
 from workbench.ui.markdown_highlighter import MarkdownHighlighter
 from workbench.ui.panel_tasks import PanelTasks
 from workbench.ui.style import set_status_property
@@ -79,6 +79,8 @@ async def read_instruction_file(session: Session | None, path: str) -> tuple[str
         return None, "missing", ""
     except BackendRefusal as e:
         return None, "refused", e.reason or str(e)
+    except AccessDenied as e:  # the OS refuses it (mode 000, another user's): the file's condition (I5)
+        return None, "refused", e.detail or str(e)
     except BackendIOError as e:
         return None, "error", str(e)
     if cut:  # never a cut copy in the editor: saving it would destroy the rest of the file
