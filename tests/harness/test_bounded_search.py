@@ -113,8 +113,11 @@ async def test_F3_stop_during_a_long_grep_ends_it_promptly_and_the_loop_stays_fr
 def test_F3_sigint_ends_a_pathological_grep_in_a_real_process(tmp_path):
     """Before RE2 the regex held the GIL and SIGINT was ignored; now the process ends on SIGINT."""
     one_mb(tmp_path)
+    # SIGINT's default handler, whatever the suite inherited: a shell starting it in the background
+    # (`nohup … &` without job control) has SIGINT ignored, and a child would inherit that
     script = textwrap.dedent(f"""
-        import asyncio, sys
+        import asyncio, signal, sys
+        signal.signal(signal.SIGINT, signal.default_int_handler)
         from workbench.backends import HostBackend
         async def main():
             b = HostBackend({str(tmp_path / 'ws')!r})
@@ -129,7 +132,7 @@ def test_F3_sigint_ends_a_pathological_grep_in_a_real_process(tmp_path):
         assert proc.stdout is not None
         assert proc.stdout.readline().strip() == "round"  # one full grep of 1 MB finished
         proc.send_signal(signal.SIGINT)
-        proc.wait(timeout=20)  # it ends (it never did before RE2); the bound only leaves room for a loaded CI
+        proc.wait(timeout=20)  # it ends (it never did before RE2); the bound leaves room for a loaded CI
     finally:
         if proc.poll() is None:
             proc.kill()
