@@ -95,7 +95,7 @@ class ModelCalls:
             finally:
                 rt.model_task = None
             self._count(rt, response)
-            self._log_prompt(rt, request, _with_call(response.usage), "ok")
+            self._log_prompt(rt, request, response.usage.as_call(), "ok")
             return response
 
         call = innermost
@@ -146,7 +146,7 @@ class ModelCalls:
 
     def _count_usage(self, rt: _Runtime, model: str, usage: Usage, *, estimated: bool = False) -> None:
         """One call's usage into the step's calls (stored with its checkpoint), and its events."""
-        usage = _with_call(usage)
+        usage = usage.as_call()
         rt.calls.append((model, usage))
         extra = {"estimated": True} if estimated else {}
         rt.emit("model_call_finished", model=model, usage=usage.to_dict(), **extra)
@@ -161,10 +161,3 @@ def _bind_model(mw: AgentMiddleware, call_next: Any, ctx: HookContext) -> Any:
             return await mw.wrap_model_call(request, call_next, ctx)
 
     return call
-
-
-
-def _with_call(usage: Usage) -> Usage:
-    from dataclasses import replace
-
-    return usage if usage.calls else replace(usage, calls=1)

@@ -14,7 +14,7 @@ from __future__ import annotations
 import hashlib
 import json
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -75,13 +75,7 @@ class PromptLog:
         ``tool_cap``: the cap on tool results the compressed view had then (``max_tool_response_chars``,
         V1: the inspector rebuilds the call with it, whatever the configuration says later)."""
         texts: dict[str, str] = {}
-
-        def ref(text: str) -> str:
-            h = text_hash(text)
-            if h not in self._known:
-                texts[h] = clean_text(text)  # R10: storable whatever a section or a notice holds
-            return h
-
+        ref = self._referrer(texts)
         system = [{"label": p.label, "hash": ref(p.text), "cacheable": p.cacheable} for p in parts if p.text]
         injected = []
         # A request is the first ``stored_count`` messages through the compression records plus what a
@@ -111,13 +105,7 @@ class PromptLog:
         and the transcript it was sent, which is no stored message (``rebuild`` shows it as given).
         ``run_id`` is "" for "Compact now" outside a run."""
         texts: dict[str, str] = {}
-
-        def ref(text: str) -> str:
-            h = text_hash(text)
-            if h not in self._known:
-                texts[h] = clean_text(text)
-            return h
-
+        ref = self._referrer(texts)
         record = {"kind": "summary",
                   "system": [{"label": "summary instructions", "hash": ref(request.system), "cacheable": False}],
                   "stored": 0, "records": 0,
@@ -126,6 +114,16 @@ class PromptLog:
                   "tools": ref("[]"), "tool_names": [], "model": model, "messages": len(request.messages),
                   "status": status, "usage": usage.to_dict() if usage is not None else None}
         return self._add(thread_id, run_id, step, record, texts)
+
+    def _referrer(self, texts: dict[str, str]) -> Callable[[str], str]:
+        """A text's hash for a record, the text put in ``texts`` when this process has not stored it yet."""
+        def ref(text: str) -> str:
+            h = text_hash(text)
+            if h not in self._known:
+                texts[h] = clean_text(text)  # R10: storable whatever a section or a notice holds
+            return h
+
+        return ref
 
     def _add(self, thread_id: str, run_id: str, step: int, record: dict[str, Any], texts: dict[str, str]) -> int:
         seq = self._next_seq(thread_id)

@@ -300,16 +300,8 @@ class Store(PagedReads, ClaimRows):
                 " VALUES (?,?,?,?,?,?,?,?)",
                 (thread_id, seq, run_id, step, status, state_json, json.dumps(pending), now),
             )
-            added = Usage()
-            for model, u in calls:
-                added = added + u
-            db.executemany(
-                "INSERT INTO usage(thread_id, run_id, step, model, usage, time) VALUES (?,?,?,?,?,?)",
-                [(thread_id, run_id, step, model, json.dumps(u.to_dict()), now) for model, u in calls],
-            )
             if calls:
-                cur = db.execute("SELECT usage FROM threads WHERE id=?", (thread_id,)).fetchone()
-                total = Usage.from_dict(json.loads(cur[0])) + added if cur else added
+                total = self._add_usage_rows(db, thread_id, run_id, step, calls, now)
                 db.execute(
                     "UPDATE threads SET updated=?, status=COALESCE(?, status), usage=? WHERE id=?",
                     (now, thread_status, json.dumps(total.to_dict()), thread_id),
@@ -419,16 +411,22 @@ class Store(PagedReads, ClaimRows):
     def add_usage(self, thread_id: str, model: str, usage: Usage) -> Usage:
         """A model call made for a thread outside any run ("Compact now"'s summary): its usage row and
         the thread's total, in one transaction. Returns the thread's new total."""
-        now = time.time()
         with self.transaction() as db:
-            cur = db.execute("SELECT usage FROM threads WHERE id=?", (thread_id,)).fetchone()
-            if cur is None:
+            if db.execute("SELECT 1 FROM threads WHERE id=?", (thread_id,)).fetchone() is None:
                 raise StoreError(f"no thread {thread_id} in {self.path}")
-            total = Usage.from_dict(json.loads(cur[0])) + usage
-            db.execute("INSERT INTO usage(thread_id, run_id, step, model, usage, time) VALUES (?,?,?,?,?,?)",
-                       (thread_id, "", 0, model, json.dumps(usage.to_dict()), now))
+            total = self._add_usage_rows(db, thread_id, "", 0, [(model, usage)], time.time())
             db.execute("UPDATE threads SET usage=? WHERE id=?", (json.dumps(total.to_dict()), thread_id))
         return total
+
+    @staticmethod
+    def _add_usage_rows(db: sqlite3.Connection, thread_id: str, run_id: str, step: int,
+                        calls: Sequence[tuple[str, Usage]], now: float) -> Usage:
+        """Insert the calls' usage rows (R5); the thread's total with them added, for its row."""
+        db.executemany("INSERT INTO usage(thread_id, run_id, step, model, usage, time) VALUES (?,?,?,?,?,?)",
+                       [(thread_id, run_id, step, model, json.dumps(u.to_dict()), now) for model, u in calls])
+        added = sum((u for _, u in calls), Usage())
+        cur = db.execute("SELECT usage FROM threads WHERE id=?", (thread_id,)).fetchone()
+        return Usage.from_dict(json.loads(cur[0])) + added if cur else added
 
     def usage_calls(self, thread_id: str, run_id: str | None = None) -> list[tuple[str, Usage]]:
         sql = "SELECT model, usage FROM usage WHERE thread_id=?"

@@ -45,6 +45,14 @@ class Usage:
             unpriced_calls=self.unpriced_calls + other.unpriced_calls,
         )
 
+    def as_call(self) -> Usage:
+        """This usage as one model call's (R5): a provider that reported no call count made one."""
+        if self.calls:
+            return self
+        from dataclasses import replace
+
+        return replace(self, calls=1)
+
     def to_dict(self) -> dict[str, Any]:
         # Spelled out: dataclasses.asdict deep-copies and is ~10x slower on this hot path (per event).
         return {

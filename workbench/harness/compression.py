@@ -414,13 +414,11 @@ class CompressionMiddleware(AgentMiddleware):
         size = self._size(ctx.thread_id, view, fixed)
         forced = ctx.thread_id in self._forced
         over = size > self.trigger or (self.config.max_messages and len(view) > self.config.max_messages)
-        if over and not forced and not records and ctx.thread_id not in self._warned:
-            # C7: the first automatic compaction of a thread is never unannounced, even when one step
-            # (a large file read) went from under the warning's share straight past the trigger
-            self._warn(ctx, size, now=True)
-        elif not (forced or over) and not records and ctx.thread_id not in self._warned \
-                and size >= WARN_SHARE * self.trigger:
-            self._warn(ctx, size, now=False)
+        near = over or size >= WARN_SHARE * self.trigger
+        if near and not forced and not records and ctx.thread_id not in self._warned:
+            # C7: once a thread, near the trigger — or past it, as its first automatic compaction is made
+            # (one step, a large file read, can go from under the warning's share straight past it)
+            self._warn(ctx, size, now=bool(over))
         if forced or over:
             self._forced.discard(ctx.thread_id)
             # Plan in the estimate's units: the view must lose what the request is over the trigger, and
@@ -591,9 +589,7 @@ class CompressionMiddleware(AgentMiddleware):
         toward every budget. In a run it is one of the step's calls (``compress`` checks the budgets
         again before the call the summary made room for); "Compact now" outside a run adds it to the
         thread's stored usage, where the next run's session budgets see it."""
-        from dataclasses import replace
-
-        usage = usage if usage.calls else replace(usage, calls=1)
+        usage = usage.as_call()
         model = self.summary_model or "summariser"
         if ctx is not None:
             ctx.count_model_call(model, usage)
