@@ -7,7 +7,7 @@ are), with the state keys it keeps.
 from __future__ import annotations
 
 import threading
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from workbench.config import BUDGET_FIELDS, SubagentConfig, SubagentsConfig
@@ -132,15 +132,7 @@ class TaskSpending:
         run_usage = sum((u for _, u in store.usage_calls(task.parent_thread, run)), Usage())
         figures = measure_budgets(budget.limits, run_usage=run_usage,
                                   thread_usage=store.thread_usage(task.parent_thread), state=state, run_id=run)
-        left: dict[str, float] = {}
-        scopes: dict[str, str] = {}
-        for fig in figures:
-            for name, f in (fig.get("fields") or {}).items():
-                if name == "steps":
-                    continue
-                remaining = max(0.0, float(f["limit"]) - float(f["spent"]))
-                if name not in left or remaining < left[name]:
-                    left[name], scopes[name] = remaining, str(fig.get("scope"))
+        left, scopes = _least_left(figures)
         held = self._held_by(task.parent_thread, dict(state.get(COUNTED) or {}), left.keys())
         return {k: _round(max(0.0, v - held.get(k, 0.0))) for k, v in left.items()}, scopes
 
@@ -218,14 +210,21 @@ def _left(ctx: HookContext) -> dict[str, float] | None:
     usage = ctx.usage
     figures = measure_budgets(bctx.owner.limits, run_usage=usage["run"], thread_usage=usage["thread"],
                               state=ctx.state, run_id=ctx.run_id)
+    return _least_left(figures)[0] or None
+
+
+def _least_left(figures: Sequence[Mapping[str, Any]]) -> tuple[dict[str, float], dict[str, str]]:
+    """Per budget field (steps aside: a run's own), the least any budget has left, and that budget's scope."""
     left: dict[str, float] = {}
+    scopes: dict[str, str] = {}
     for fig in figures:
         for name, f in (fig.get("fields") or {}).items():
             if name == "steps":
                 continue
             remaining = max(0.0, float(f["limit"]) - float(f["spent"]))
-            left[name] = min(left.get(name, remaining), remaining)
-    return left or None
+            if name not in left or remaining < left[name]:
+                left[name], scopes[name] = remaining, str(fig.get("scope"))
+    return left, scopes
 
 
 def _recheck(ctx: HookContext) -> None:
