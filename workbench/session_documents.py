@@ -6,7 +6,6 @@ to (P5) — with the backend's guard judging again the path it really opens. A m
 
 from __future__ import annotations
 
-import dataclasses
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -67,11 +66,8 @@ class DocumentCalls:
         named = perms.judge("write", path, has_paths=True, session=session)
         verdicts = [named]
         target = self._link_target(path)
-        if target is not None:
-            led = perms.judge("write", target, has_paths=True, session=session)
-            if led.target != named.target:
-                verdicts.append(dataclasses.replace(led, reason=f"{led.reason} ({named.target} is a symlink to it)"))
-        return verdicts
+        led = perms.judge_link_target("write", path, target, session=session) if target is not None else None
+        return verdicts if led is None else [*verdicts, led]
 
     def _link_target(self, path: str) -> str | None:
         """The virtual path ``path`` leads to through symlinks, or None when its mount has none to follow

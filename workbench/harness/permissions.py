@@ -471,11 +471,20 @@ class PermissionsMiddleware(AgentMiddleware):
                 target = _canonical(await backend.target(named))
             except (PathError, ValueError, OSError):
                 continue  # the backend refuses the path itself when the call runs
-            if target == _canonical(named):
-                continue
-            v = self.judge(action, target, tool=tool, has_paths=True, session=session)
-            out.append(dataclasses.replace(v, reason=f"{v.reason} ({_canonical(named)} is a symlink to it)"))
+            v = self.judge_link_target(action, named, target, tool=tool, session=session)
+            if v is not None:
+                out.append(v)
         return out
+
+    def judge_link_target(self, action: str, named: str, target: str, *, tool: Tool | None = None,
+                          session: Sequence[PermissionRule] = ()) -> Verdict | None:
+        """P5: the verdict on ``target``, where ``named`` leads through a symlink, saying so; None when
+        it leads to itself (no link). For a tool call's paths and for the window's saves alike."""
+        target = _canonical(target)
+        if target == _canonical(named):
+            return None
+        v = self.judge(action, target, tool=tool, has_paths=True, session=session)
+        return dataclasses.replace(v, reason=f"{v.reason} ({_canonical(named)} is a symlink to it)")
 
     def guard(self, verdicts: Sequence[Verdict], state: Mapping[str, Any], approved: bool) -> PathGuard:
         """The rules as the backend applies them while the call runs, on the paths it really opens (P5, P6).
