@@ -28,6 +28,7 @@ from workbench.errors import WorkbenchError
 from workbench.ui import qt_async
 from workbench.ui.approval_dialog import STOP_RUN, ApprovalDialog
 from workbench.ui.decision_dialogs import ask_decisions
+from workbench.ui.safe_choice import ROLE, safe_choice_box
 
 if TYPE_CHECKING:
     from workbench.session import PendingDecision, Question, Session
@@ -336,16 +337,11 @@ class DecisionDesk(QObject):
 
     async def confirm_quit(self, why: str) -> bool:
         """Ask before quitting; the default button keeps the window open (Enter never quits)."""
-        box = QMessageBox(QMessageBox.Icon.Warning, "Quit Agent Workbench?", why, QMessageBox.StandardButton.NoButton,
-                          self.window)
-        box.setObjectName("quit_confirm")
-        quit_button = box.addButton("Quit", QMessageBox.ButtonRole.DestructiveRole)
-        quit_button.setObjectName("quit_confirm_quit")
-        stay = box.addButton("Keep working", QMessageBox.ButtonRole.RejectRole)
-        stay.setObjectName("quit_confirm_stay")
-        quit_button.setAutoDefault(False)
-        box.setDefaultButton(stay)
-        box.setEscapeButton(stay)
+        box, buttons = safe_choice_box(self.window, "quit_confirm", "Quit Agent Workbench?", why,
+                                       [("quit_confirm_quit", "Quit", ROLE.DestructiveRole),
+                                        ("quit_confirm_stay", "Keep working", ROLE.RejectRole)],
+                                       safe="quit_confirm_stay")
+        quit_button = buttons["quit_confirm_quit"]
         self.quit_box = box
         box.finished.connect(lambda *_: setattr(self, "quit_box", None))  # answered: a new close may ask again
         try:

@@ -48,6 +48,7 @@ from PySide6.QtWidgets import (
 from workbench.ui.buttons import quiet_button
 from workbench.ui import qt_async
 from workbench.ui.style import is_dark, status_color
+from workbench.ui.safe_choice import ROLE, safe_choice_box
 from workbench.ui.table_model import RowsTableModel, two_line_table
 
 if TYPE_CHECKING:
@@ -604,18 +605,13 @@ class TasksPanel(QWidget):
         self._start(self._abort(row), name="task-abort")
 
     async def _abort(self, row: TaskRow) -> None:
-        box = QMessageBox(QMessageBox.Icon.Warning, "Abort task?",
-                          f"Abort the sub-agent {row.agent}'s task {row.id}?\n\nIt stops now and ends aborted; "
-                          "its conversation so far is kept, and the thread's agent is told.",
-                          QMessageBox.StandardButton.NoButton, self)
-        box.setObjectName("abort_task_confirm")
-        abort = box.addButton("Abort task", QMessageBox.ButtonRole.DestructiveRole)
-        abort.setObjectName("abort_task_yes")
-        keep = box.addButton("Keep it running", QMessageBox.ButtonRole.RejectRole)
-        keep.setObjectName("abort_task_no")
-        abort.setAutoDefault(False)
-        box.setDefaultButton(keep)  # G7: Enter keeps the task
-        box.setEscapeButton(keep)
+        box, buttons = safe_choice_box(  # G7: Enter keeps the task
+            self, "abort_task_confirm", "Abort task?",
+            f"Abort the sub-agent {row.agent}'s task {row.id}?\n\nIt stops now and ends aborted; "
+            "its conversation so far is kept, and the thread's agent is told.",
+            [("abort_task_yes", "Abort task", ROLE.DestructiveRole), ("abort_task_no", "Keep it running", ROLE.RejectRole)],
+            safe="abort_task_no")
+        abort = buttons["abort_task_yes"]
         try:
             await qt_async.ask_dialog(box)
             chosen = box.clickedButton() is abort

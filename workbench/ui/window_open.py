@@ -29,10 +29,10 @@ from typing import TYPE_CHECKING, Any
 
 from PySide6.QtCore import QUrl
 from PySide6.QtGui import QDesktopServices
-from PySide6.QtWidgets import QMessageBox
 
 from workbench.errors import ConfigError, WorkbenchError
 from workbench.ui import qt_async
+from workbench.ui.safe_choice import ROLE, safe_choice_box
 
 if TYPE_CHECKING:
     from workbench.session import Session
@@ -189,21 +189,14 @@ async def ask_unsaved_edits(window: MainWindow, path: str, doing: str) -> str:
 
     G7/G12: Cancel (keep the edits and stay) is the default and the Escape button; Discard is never
     the default, so Enter or Escape never discards. ``window.unsaved_box`` is the box while it asks."""
-    box = QMessageBox(QMessageBox.Icon.Warning, "Unsaved instructions",
-                      f"{path} has edits that are not saved.", QMessageBox.StandardButton.NoButton, window)
-    box.setObjectName("unsaved_edits")
+    box, buttons = safe_choice_box(window, "unsaved_edits", "Unsaved instructions",
+                                   f"{path} has edits that are not saved.",
+                                   [("unsaved_edits_save", "Save", ROLE.AcceptRole),
+                                    ("unsaved_edits_discard", "Discard", ROLE.DestructiveRole),
+                                    ("unsaved_edits_cancel", "Cancel", ROLE.RejectRole)], safe="unsaved_edits_cancel")
     box.setInformativeText(f"Save them before {doing}? Discard drops them; Cancel keeps them and goes back "
                            "to the editor.")
-    save = box.addButton("Save", QMessageBox.ButtonRole.AcceptRole)
-    save.setObjectName("unsaved_edits_save")
-    discard = box.addButton("Discard", QMessageBox.ButtonRole.DestructiveRole)
-    discard.setObjectName("unsaved_edits_discard")
-    cancel = box.addButton("Cancel", QMessageBox.ButtonRole.RejectRole)
-    cancel.setObjectName("unsaved_edits_cancel")
-    save.setAutoDefault(False)
-    discard.setAutoDefault(False)
-    box.setDefaultButton(cancel)
-    box.setEscapeButton(cancel)
+    save, discard = buttons["unsaved_edits_save"], buttons["unsaved_edits_discard"]
     window.unsaved_box = box
     try:
         await qt_async.ask_dialog(box)
