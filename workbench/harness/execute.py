@@ -91,6 +91,7 @@ LIVE_BATCH_CHARS = 8 * 1024
 KILL_GRACE = 0.5
 #: After the shell exits, how long what it left behind may keep the pipe open before it is given up.
 DRAIN_SECONDS = 1.0
+WAIT_FIRST = 0.001  # after the output closed, the first look at whether the shell exited (seconds)
 #: Reserved out of ``max_output_chars`` for the cut note and the exit line, so a result never exceeds it.
 _NOTE_RESERVE = 300
 #: Names every command gets (E3), besides ``LC_*``.
@@ -373,6 +374,7 @@ class _Command:
         exited = False
         output_open = True
         drain_until: float | None = None
+        wait = WAIT_FIRST
         try:
             while True:
                 now = time.monotonic()
@@ -390,7 +392,10 @@ class _Command:
                     self._kill_escaped()
                     break  # something outside the group holds the pipe: stop reading
                 if not output_open:
-                    time.sleep(0.05)  # the output is closed, the shell runs on: wait for its exit
+                    # The output is closed, the shell runs on: wait for its exit — mostly a moment (the
+                    # shell closed it as it exited), so look again soon at first, then every 50 ms
+                    time.sleep(wait)
+                    wait = min(wait * 2, 0.05)
                     continue
                 ready, _, _ = select.select([fd], [], [], 0.05)
                 if ready:
