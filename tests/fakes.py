@@ -130,3 +130,18 @@ def sessions_on_the_task_loop(monkeypatch: Any) -> None:
         return await original(cls, *args, **kwargs)
 
     monkeypatch.setattr(Session, "open", classmethod(open_threaded))
+
+
+def kill_9(proc: Any) -> None:
+    """The crash a test stages: SIGKILL the process, and wait for it."""
+    import signal
+
+    proc.send_signal(signal.SIGKILL)
+    proc.communicate(timeout=30)
+
+
+def reap(proc: Any) -> None:
+    """After a test, whatever happened: a process still running is killed and waited for."""
+    if proc.poll() is None:
+        proc.kill()
+        proc.communicate(timeout=30)

@@ -11,7 +11,6 @@ came with the folder) is refused, never used: its API base would receive the con
 from __future__ import annotations
 
 import json
-import signal
 import sqlite3
 import subprocess
 import sys
@@ -19,6 +18,7 @@ import time
 from pathlib import Path
 
 from tests.e2e.test_cli import check_stream, cli, env  # noqa: F401 - env is a fixture
+from tests.fakes import kill_9, reap
 from tests.stub_server import StubReply, StubServer
 
 
@@ -46,12 +46,9 @@ def test_R2_resume_after_kill_9_recovers_with_the_model_and_api_base_the_run_was
         while not stub_server.requests and time.monotonic() < deadline and proc.poll() is None:
             time.sleep(0.05)
         assert stub_server.requests, "the run never called the model"
-        proc.send_signal(signal.SIGKILL)
-        proc.communicate(timeout=30)
+        kill_9(proc)
     finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.communicate(timeout=30)
+        reap(proc)
 
     done = cli(["resume", "--thread", thread, "--json", "--approve", "all"], ws, env)
     assert done.returncode == 0, done.stderr

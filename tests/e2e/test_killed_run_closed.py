@@ -17,6 +17,7 @@ import time
 from pathlib import Path
 
 from tests.e2e.test_cli import cli, env, make_workspace  # noqa: F401 - env is a fixture
+from tests.fakes import kill_9, reap
 from tests.stub_server import StubReply, StubServer
 
 CUT_OFF = "the process ended while this run was in flight"
@@ -44,12 +45,9 @@ def test_R9_G10_a_run_killed_mid_command_is_closed_failed_when_a_new_turn_starts
             time.sleep(0.05)
         assert (ws / "c.txt").exists(), "the command never started"
         time.sleep(0.3)
-        proc.send_signal(signal.SIGKILL)
-        proc.communicate(timeout=30)
+        kill_9(proc)
     finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.communicate(timeout=30)
+        reap(proc)
     assert proc.returncode == -signal.SIGKILL
     db = sqlite3.connect(ws / ".workbench" / "threads.sqlite3")
     [(killed, status)] = db.execute("SELECT id, status FROM runs WHERE thread_id=?", (thread,)).fetchall()

@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from tests.e2e.test_cli import cli, env  # noqa: F401 - env is a fixture
-from tests.fakes import subagent_workspace
+from tests.fakes import kill_9, reap, subagent_workspace
 from tests.stub_server import StubReply, StubServer
 from workbench.engine.store import Store
 from workbench.engine.task_store import SqliteTaskStore
@@ -54,12 +54,9 @@ def _kill_during_foreground_task(ws: Path, env: dict[str, str], stub: StubServer
             assert time.monotonic() < deadline, "the foreground task never started its model call"
             time.sleep(0.05)
         time.sleep(0.3)
-        proc.send_signal(signal.SIGKILL)
-        proc.communicate(timeout=30)
+        kill_9(proc)
     finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.communicate(timeout=30)
+        reap(proc)
     assert proc.returncode == -signal.SIGKILL
     [task] = _tasks(ws)
     assert task.status == "pending" and not task.background  # cut: nothing settled it yet
