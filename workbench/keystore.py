@@ -164,7 +164,12 @@ def _read_keys(path: Path) -> dict[str, str]:
     keys = data.get("keys") if isinstance(data, dict) else None
     if not isinstance(keys, dict):
         return {}
-    return {k: v for k, v in keys.items() if isinstance(k, str) and isinstance(v, str) and v}
+    found = {k: v for k, v in keys.items() if isinstance(k, str) and isinstance(v, str) and v}
+    from workbench.redact import remember
+
+    for value in found.values():  # every key of the file: an unsandboxed command could print any of them
+        remember(value)
+    return found
 
 
 def _write_file(keys: dict[str, str]) -> Path:

@@ -49,6 +49,19 @@ def scrub(text: str, *extra: str | None) -> str:
     return _SHAPES.sub(_shape, text)
 
 
+def scrub_known(text: str) -> str:
+    """``text`` without the keys this process knows (``known_secrets``), compared exactly: for what a
+    tool returns, where a key-like shape (a test fixture's ``sk-…``) is the file's real text and must
+    stay as it is, but a real key a command printed must not reach the prompt or the store (F4, R10).
+    A substring test per key: cheap enough for every tool result."""
+    if not text:
+        return text
+    for secret in sorted(known_secrets(), key=len, reverse=True):
+        if secret in text:
+            text = text.replace(secret, REDACTED)
+    return text
+
+
 def _shape(match: re.Match[str]) -> str:
     # Keep the separator a look-behind form matched ("api_key=" stays readable), drop the value.
     value = match.group(0)

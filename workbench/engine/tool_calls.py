@@ -29,6 +29,7 @@ from workbench.engine.tools import (
     validate_call,
 )
 from workbench.errors import RunError, WorkbenchError
+from workbench.redact import scrub_known
 
 if TYPE_CHECKING:
     from workbench.engine.agent import Agent
@@ -244,6 +245,11 @@ class ToolCalls:
         return self._finish_tool(rt, call, outcome, edited)
 
     def _finish_tool(self, rt: _Runtime, call: ToolCall, outcome: ToolOutcome, edited: bool = False) -> ToolOutcome:
+        # F4, R10: a key the process knows never reaches the prompt or the store through a result (an
+        # unsandboxed command can print the key file; a tool server can echo what it was given).
+        content = scrub_known(outcome.content)
+        if content is not outcome.content:
+            outcome = ToolOutcome(outcome.status, content, outcome.details)
         extra = {k: v for k, v in outcome.details.items() if k not in ("call_id", "name", "status", "edited")}
         if edited:  # P6: the event says so (no content); the result's first line says what ran
             rt.emit("tool_call_finished", call_id=call.id, name=call.name, status=outcome.status, edited=True,
