@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import AsyncIterator, Callable, Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from workbench.config import WorkbenchConfig, load_config
 from workbench.decisions import ABANDON_MESSAGE, Drafts, PendingDecision, abandon, collect_pending, thread_questions
@@ -23,12 +23,16 @@ from workbench.engine.store import RunRecord, Store, ThreadInfo
 from workbench.engine.task_store import TaskRecord
 from workbench.engine.usage import Usage
 from workbench.errors import ConfigError, RunError
+from workbench.session_connection import check_connection
 from workbench.session_context import ContextCalls
 from workbench.session_documents import DocumentCalls
 from workbench.session_history import HistoryCalls, HistoryPage
 from workbench.session_mcp import McpCalls, McpServerInfo, McpToolInfo
 from workbench.session_rules import RuleCalls
 from workbench.session_tasks import TaskCalls
+
+if TYPE_CHECKING:
+    from workbench.harness.skills import SkillScan
 
 EventListener = Callable[[Event], None]
 
@@ -662,10 +666,20 @@ def _sets_default_permission(workspace: Path) -> bool:
     return isinstance(permissions, dict) and "default" in permissions
 
 
+def __getattr__(name: str) -> Any:
+    """``SkillScan``, the skills panel's value type, is imported on first use: a session that never
+    scans skills does not load the SKILL.md parser."""
+    if name == "SkillScan":
+        from workbench.harness.skills import SkillScan
+
+        return SkillScan
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
 __all__ = [
     # the facade
-    "Session", "config_stamp", "make_model",
+    "Session", "check_connection", "config_stamp", "make_model",
     # the value types the window and the CLI may take from it (AGENTS.md, layering rules)
     "Event", "HistoryPage", "McpServerInfo", "McpToolInfo", "Message", "PendingDecision", "Question", "RunRecord",
-    "RunResult", "TaskRecord", "ThreadInfo", "Usage",
+    "RunResult", "SkillScan", "TaskRecord", "ThreadInfo", "Usage",
 ]

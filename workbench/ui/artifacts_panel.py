@@ -65,7 +65,7 @@ from workbench.ui.style import safe_is_dark
 from workbench.ui.table_model import RowsTableModel
 
 if TYPE_CHECKING:
-    from workbench.engine.events import Event
+    from workbench.session import Event
     from workbench.session import Session
 
 log = logging.getLogger(__name__)

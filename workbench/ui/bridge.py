@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 from PySide6.QtCore import QObject, QTimer, Signal, Slot
 
 if TYPE_CHECKING:
-    from workbench.engine.events import Event
+    from workbench.session import Event
     from workbench.session import Session
 
 log = logging.getLogger(__name__)

@@ -14,7 +14,7 @@ from PySide6.QtCore import Qt, Slot
 from PySide6.QtWidgets import QDialog, QHBoxLayout, QLabel, QLineEdit, QPushButton, QVBoxLayout, QWidget
 
 if TYPE_CHECKING:
-    from workbench.engine.middleware import Question
+    from workbench.session import Question
 
 
 class BudgetHoldDialog(QDialog):

@@ -41,10 +41,10 @@ from PySide6.QtWidgets import (
 )
 
 from workbench.budget_words import format_amount
-from workbench.engine.usage import Usage
+from workbench.session import Usage
 
 if TYPE_CHECKING:
-    from workbench.engine.events import Event
+    from workbench.session import Event
     from workbench.session import Session
 
 from workbench.ui.table_model import RowsTableModel

@@ -25,13 +25,14 @@ from typing import TYPE_CHECKING, Any
 
 from PySide6.QtWidgets import QDialog, QWidget
 
-from workbench.ui.approval_dialog import STOP_CODE, STOP_RUN, ApprovalDialog, ReadFile
+from workbench.ui.approval_call_view import ReadFile
+from workbench.ui.approval_dialog import STOP_CODE, STOP_RUN, ApprovalDialog
 from workbench.ui.budget_hold_fallback import BudgetHoldDialog
 from workbench.ui.dialog_placement import place_beside_transcript
 from workbench.ui.qt_async import ask_dialog, release_dialog, start
 
 if TYPE_CHECKING:
-    from workbench.engine.middleware import Question
+    from workbench.session import Question
 
 log = logging.getLogger(__name__)
 

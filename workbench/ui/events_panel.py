@@ -33,7 +33,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from workbench.engine.events import Event
+from workbench.session import Event
 from workbench.ui.style import is_dark, status_class, status_color
 from workbench.ui.table_model import RowsTableModel
 

@@ -42,7 +42,7 @@ from workbench.ui.panel_tasks import PanelTasks, Start
 from workbench.ui.style import is_dark, set_status_property
 
 if TYPE_CHECKING:
-    from workbench.engine.events import Event
+    from workbench.session import Event
     from workbench.session import Session
 
 log = logging.getLogger(__name__)

@@ -47,7 +47,7 @@ from workbench.ui.window_keys import install_keyboard, install_menus
 from workbench.ui import window_open
 
 if TYPE_CHECKING:
-    from workbench.engine.middleware import RunResult
+    from workbench.session import RunResult
     from workbench.session import Session
 
 log = logging.getLogger(__name__)

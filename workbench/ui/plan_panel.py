@@ -35,7 +35,7 @@ from PySide6.QtWidgets import (
 from workbench.ui.style import is_dark, status_color
 
 if TYPE_CHECKING:
-    from workbench.engine.events import Event
+    from workbench.session import Event
     from workbench.session import Session
 
 log = logging.getLogger(__name__)

@@ -38,7 +38,7 @@ from PySide6.QtWidgets import (
 from workbench.ui import qt_async
 
 if TYPE_CHECKING:
-    from workbench.engine.middleware import Question
+    from workbench.session import Question
 
 log = logging.getLogger(__name__)
 

@@ -4,9 +4,9 @@ The API key field is masked and says where the key in use comes from: the provid
 variable, the OS keyring, or the plain-text per-user file (``workbench.keystore``). A typed key is saved
 only through the keystore — never into the workspace, the thread store, the user settings JSON or a log.
 
-"Test connection" makes one tiny call (``max_tokens=1``) through ``LiteLLMModel`` wrapped in a
-``ThreadedModel``, so litellm's import and the request run on a worker thread's loop and the window
-never stalls; the result is reported in words. The coroutine (``test_connection``) needs no Qt loop:
+"Test connection" makes one tiny call (``max_tokens=1``) through the facade's ``check_connection``
+(the model host, or a worker thread's loop: litellm's import and the request never run on the GUI
+thread, and the window never stalls); the result is reported in words. The coroutine (``test_connection``) needs no Qt loop:
 any asyncio loop on the GUI thread will do, and the dialog starts it through the ``start`` callable
 given to ``__init__`` (the app passes its qasync task starter, which keeps the task and reports
 failures). Open the dialog with ``open()``, never ``exec()``.
@@ -26,8 +26,6 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
-import threading
-import time
 from collections.abc import Callable, Coroutine
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -50,7 +48,7 @@ from PySide6.QtWidgets import (
 
 from workbench import keystore
 from workbench.config import EFFECTS, UserSettings, add_recent_workspace, save_user_settings
-from workbench.errors import ModelError, WorkbenchError
+from workbench.errors import WorkbenchError
 from workbench.secrets import env_var_for, provider_of
 from workbench.settings_scope import BUILTIN, ENVIRONMENT, KEYS, OVERRIDE, PLACE_LABELS, USER, WORKSPACE, resolve
 from workbench.ui.dialog_fit import grow_with_contents
@@ -540,46 +538,16 @@ class SettingsDialog(QDialog):
         self._testing = True
         self.test_button.setEnabled(False)
         self._show_result(f"Testing {model}…", "running")
-        ok, message = False, ""
-        threaded = None
-        try:
-            from workbench.engine.messages import Message, ModelRequest, ModelResponse
-            from workbench.engine.models.litellm_model import LiteLLMModel
-            from workbench.engine.models import process_model
-            from workbench.engine.models.threaded import ThreadedModel
+        from workbench.session import check_connection  # the facade (a lazy import: the dialog opens fast)
 
-            inner = LiteLLMModel(model, api_base=api_base, api_key=key, max_retries=0, timeout=self.test_timeout)
-            # The window's own calls run in the model host (docs/window.md): the test call takes the same path.
-            threaded = (process_model.ProcessModel(inner) if process_model.enabled()
-                        else ThreadedModel(inner, thread_name="workbench-settings-test"))
-            # litellm's first import takes seconds: do it on the worker, outside the timed call.
-            await asyncio.wrap_future(threaded.warm_up())
-            request = ModelRequest(system="", messages=(Message.user("Reply with OK."),), settings={"max_tokens": 1})
-            started = time.monotonic()
-            answered = False
-            async for item in threaded.stream(request):
-                if isinstance(item, ModelResponse):
-                    answered = True
-            elapsed = time.monotonic() - started
-            if answered:
-                took = f"{elapsed:.2f}" if elapsed < 1 else f"{elapsed:.1f}"
-                ok, message = True, f"Connected: {model} answered in {took} s"
-            else:
-                message = f"{model} ended the stream without an answer — check the model name and API base"
-        except ModelError as exc:
-            message = str(exc)
+        ok, message = False, ""
+        try:
+            ok, message = await check_connection(model, api_base, key, timeout=self.test_timeout)
         except asyncio.CancelledError:
             message = "Test cancelled."
             raise
-        except Exception as exc:  # noqa: BLE001 - reported in words, not a traceback dialog
-            log.debug("connection test failed", exc_info=True)
-            first_line = next((ln.strip() for ln in str(exc).splitlines() if ln.strip()), "")
-            message = f"The test failed: {type(exc).__name__}" + (f": {first_line}" if first_line else "")
         finally:
             self._testing = False
-            if threaded is not None:
-                # Joining the worker can take a moment: never on the GUI thread.
-                threading.Thread(target=threaded.close, name="workbench-settings-test-close", daemon=True).start()
             try:
                 self.test_button.setEnabled(True)
                 self._show_result(message, "ok" if ok else ("aborted" if message == "Test cancelled." else "error"))

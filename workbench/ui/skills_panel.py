@@ -40,8 +40,8 @@ from workbench.ui.style import is_dark, status_color
 from workbench.ui.table_model import RowsTableModel
 
 if TYPE_CHECKING:
-    from workbench.engine.events import Event
-    from workbench.harness.skills import SkillScan
+    from workbench.session import Event
+    from workbench.session import SkillScan
     from workbench.session import Session
 
 log = logging.getLogger(__name__)

@@ -28,7 +28,7 @@ from workbench.errors import RunError
 from workbench.ui.qt_async import ask_dialog, release_dialog, start
 
 if TYPE_CHECKING:
-    from workbench.engine.store import ThreadInfo
+    from workbench.session import ThreadInfo
     from workbench.ui.bridge import Bridge
 
 ThreadIdRole = Qt.ItemDataRole.UserRole

@@ -13,8 +13,8 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from workbench.engine.events import Event
-    from workbench.engine.messages import Message
+    from workbench.session import Event
+    from workbench.session import Message
 
 
 class RunEndings:
