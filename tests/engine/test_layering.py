@@ -35,3 +35,45 @@ def test_importing_the_engine_and_the_session_loads_neither_qt_nor_litellm():
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"
+
+
+# The UI's imports from inside the engine: only pure helpers AGENTS.md names (token estimates,
+# virtual-path normalising). Value types come from the facade (``workbench.session``'s ``__all__``),
+# errors from ``workbench.errors``; nothing in engine/, harness/ or backends/ is built or called.
+UI_MAY_TAKE = {
+    ("workbench.engine.tokens", "estimate_tokens"),
+    ("workbench.backends.base", "normalize"),
+    ("workbench.backends.base", "is_under"),
+}
+INSIDE = ("workbench.engine", "workbench.harness", "workbench.backends")
+
+
+def _inside(module: str) -> bool:
+    return any(module == p or module.startswith(p + ".") for p in INSIDE)
+
+
+def test_the_ui_takes_value_types_from_the_facade_and_reaches_no_engine_object():
+    """House rule: ``ui/`` talks only to the Session facade; every import of it from inside the engine,
+    the harness or the backends, at any depth of a module (lazy imports too), is one of the pure
+    helpers listed above."""
+    offenders = []
+    for path in sorted((ROOT / "ui").rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            where = f"ui/{path.relative_to(ROOT / 'ui')}:{getattr(node, 'lineno', 0)}"
+            if isinstance(node, ast.Import):
+                offenders += [f"{where}: import {a.name}" for a in node.names if _inside(a.name)]
+            elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+                if node.module == "workbench":
+                    offenders += [f"{where}: from workbench import {a.name}" for a in node.names
+                                  if _inside(f"workbench.{a.name}")]
+                elif _inside(node.module):
+                    offenders += [f"{where}: from {node.module} import {a.name}" for a in node.names
+                                  if (node.module, a.name) not in UI_MAY_TAKE]
+    assert offenders == []
+
+
+def test_the_facade_exports_every_value_type_it_lists():
+    import workbench.session as facade
+
+    missing = [name for name in facade.__all__ if not hasattr(facade, name)]
+    assert missing == []

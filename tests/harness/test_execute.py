@@ -25,7 +25,8 @@ import pytest
 from tests.fakes import until
 from tests.stub_server import StubReply, StubServer
 from workbench.engine.models.scripted import ScriptedModel, reply, tool_reply
-from workbench.harness.execute import LIVE_BATCH_CHARS, ExecuteMiddleware, _Command, _HeadTail, command_env
+from workbench.harness.command_process import LIVE_BATCH_CHARS, _Command, _HeadTail
+from workbench.harness.execute import ExecuteMiddleware, command_env
 from workbench.harness.sandbox import detect
 from workbench.session import Session
 

@@ -22,7 +22,7 @@ import pytest
 from tests.fakes import alive, until, with_marker
 from tests.stub_server import StubReply, StubServer
 from workbench.config import McpServerConfig
-from workbench.harness import mcp_server, mcp_tools
+from workbench.harness import mcp_stdio, mcp_tools
 from workbench.harness.mcp_servers import McpServers
 from workbench.harness.mcp_tools import McpCallError
 from workbench.session import Session
@@ -80,13 +80,13 @@ async def test_x3_f3_a_large_answer_is_read_in_linear_time(monkeypatch: pytest.M
             return self.chunks.pop(0)
 
     joins = [0]
-    joined = mcp_server._joined
-    monkeypatch.setattr(mcp_server, "_joined", lambda pieces: (joins.__setitem__(0, joins[0] + 1), joined(pieces))[1])
+    joined = mcp_stdio._joined
+    monkeypatch.setattr(mcp_stdio, "_joined", lambda pieces: (joins.__setitem__(0, joins[0] + 1), joined(pieces))[1])
     for size in (4 << 20, 16 << 20):
         scanned[0] = joins[0] = 0
         data = b"x" * size + b"\n" + b'{"short": 1}\n'
         chunks = [CountingChunk(data[i:i + 65536]) for i in range(0, len(data), 65536)]
-        lines = [line async for line in mcp_server._lines(Stream(chunks), 32 << 20)]
+        lines = [line async for line in mcp_stdio._lines(Stream(chunks), 32 << 20)]
         assert [len(line) for line in lines] == [size, 12]
         assert scanned[0] == len(data)  # every byte looked at once
         assert joins[0] == 2  # one join per line
@@ -98,7 +98,7 @@ async def test_x3_an_answer_over_the_message_limit_fails_its_call_at_once_and_re
     longer answer is dropped, its call fails at once naming the server and the size, the server's log (the
     Servers panel) says so, and the server is restarted and works again. (The limit is lowered to 1 MB here
     so the test stays small.)"""
-    monkeypatch.setattr(mcp_server, "MAX_MESSAGE_BYTES", 1 << 20, raising=False)
+    monkeypatch.setattr(mcp_stdio, "MAX_MESSAGE_BYTES", 1 << 20, raising=False)
     servers = raw_servers(tmp_path, marker, "huge", str(3 << 20))
     try:
         await servers.ensure_started()
@@ -118,7 +118,7 @@ async def test_x3_an_answer_over_the_message_limit_fails_its_call_at_once_and_re
     finally:
         await servers.close()
     monkeypatch.undo()
-    assert mcp_server.MAX_MESSAGE_BYTES >= 16 << 20  # a real answer of a few MB passes (the test above)
+    assert mcp_stdio.MAX_MESSAGE_BYTES >= 16 << 20  # a real answer of a few MB passes (the test above)
 
 
 async def test_x3_an_endless_line_fails_the_call_at_once_and_the_memory_stays_bounded(
@@ -126,7 +126,7 @@ async def test_x3_an_endless_line_fails_the_call_at_once_and_the_memory_stays_bo
     """X3, F3: a server answering with a line that never ends does not keep a growing buffer after the
     call (nor the call waiting for tool_timeout): the line is dropped at the message limit, the call fails
     naming the size, and the server is restarted — not left "ready" and unusable."""
-    monkeypatch.setattr(mcp_server, "MAX_MESSAGE_BYTES", 2 << 20, raising=False)
+    monkeypatch.setattr(mcp_stdio, "MAX_MESSAGE_BYTES", 2 << 20, raising=False)
     servers = raw_servers(tmp_path, marker, "endless", tool_timeout=10)
     try:
         await servers.ensure_started()
@@ -284,7 +284,7 @@ async def test_x3_f3_an_http_servers_answer_over_the_limit_fails_its_call_at_onc
     connected and usable. (The limit is lowered to 1 MB here so the test stays small.)"""
     import resource
 
-    monkeypatch.setattr(mcp_server, "MAX_MESSAGE_BYTES", 1 << 20, raising=False)
+    monkeypatch.setattr(mcp_stdio, "MAX_MESSAGE_BYTES", 1 << 20, raising=False)
     async with http_servers(tmp_path, marker, mode, *extra) as servers:
         rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
         began = time.monotonic()
@@ -300,7 +300,7 @@ async def test_x3_f3_an_http_servers_answer_over_the_limit_fails_its_call_at_onc
 async def test_x3_f3_an_http_answer_within_the_limit_is_read_whole(tmp_path: Path, marker: str,
                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
     """The limit takes nothing from an answer under it: 900 KB under a 1 MB limit arrives whole."""
-    monkeypatch.setattr(mcp_server, "MAX_MESSAGE_BYTES", 1 << 20, raising=False)
+    monkeypatch.setattr(mcp_stdio, "MAX_MESSAGE_BYTES", 1 << 20, raising=False)
     async with http_servers(tmp_path, marker, "big", str(900 * 1024)) as servers:
         assert (await servers.call("web", "echo", {"text": "x"})).texts == ("y" * (900 * 1024),)
 
@@ -309,7 +309,7 @@ async def test_x3_f3_an_event_streams_events_have_the_message_limit(tmp_path: Pa
                                                                       monkeypatch: pytest.MonkeyPatch) -> None:
     """An answer sent as an event stream is capped per event at the message limit (the SDK's own default
     was 1 MB, so a 1.5 MB answer failed), compressed or not: a gzip bomb's event stops at the limit."""
-    monkeypatch.setattr(mcp_server, "MAX_MESSAGE_BYTES", 2 << 20, raising=False)
+    monkeypatch.setattr(mcp_stdio, "MAX_MESSAGE_BYTES", 2 << 20, raising=False)
     for size, fits in ((1536 * 1024, True), (96 << 20, False)):
         async with http_servers(tmp_path, marker, "ssebomb", str(size)) as servers:
             if fits:

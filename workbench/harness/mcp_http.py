@@ -1,7 +1,7 @@
 """The HTTP client of a ``url:`` MCP server (X1, X3, F3): the SDK's, with a size limit on its answers.
 
 Everything a server sends is untrusted input, and a stdio server's messages are capped at
-``MAX_MESSAGE_BYTES`` (``mcp_server.py``). Over streamable HTTP the SDK caps each event of an event
+``MAX_MESSAGE_BYTES`` (``mcp_stdio.py``). Over streamable HTTP the SDK caps each event of an event
 stream (``max_sse_event_size``), but it reads an ``application/json`` answer — and an error status's
 body — whole, with no limit: a server answering with an endless body would grow the app's memory
 until the read timeout (five minutes), and a small gzip body can expand a thousandfold. Here the

@@ -22,7 +22,8 @@ from typing import Any
 
 from workbench.config import McpServerConfig
 from workbench.errors import RunError
-from workbench.harness.mcp_server import STOP_GRACE, Server, signal_group
+from workbench.harness.mcp_server import Server
+from workbench.harness.mcp_stdio import STOP_GRACE, signal_group
 from workbench.harness.mcp_tools import McpCallError, McpResult, McpServerInfo, McpToolInfo
 
 log = logging.getLogger(__name__)

@@ -6,18 +6,23 @@ with per-item approve / edit / reject and "Approve the rest"; the decisions alre
 are kept when the dialog is left part-way, and the next opening starts at the first undecided call.
 A file tool's call shows what it would change as a diff (``proposed_diff``). The dialog is opened and
 awaited by ``decision_dialogs.ask_approvals``.
+
+Here: the layout (object names, focus order, no default button: G7), moving between the calls, and the
+decisions with their settle (``decision_settle``). What is shown of the current call — headline, who
+asks, tool line, command, diff — is ``approval_call_view.CallView``; what "Always" saves and "Make a
+rule…" is ``approval_rules.AlwaysRules`` (Q3): mixins of the dialog.
 """
 
 from __future__ import annotations
 
 import json
-import logging
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from PySide6.QtCore import QEvent, Qt, Signal, Slot
 from PySide6.QtGui import QFont
 from PySide6.QtWidgets import (
+    QComboBox,
     QDialog,
     QHBoxLayout,
     QLabel,
@@ -26,36 +31,35 @@ from PySide6.QtWidgets import (
     QListWidgetItem,
     QPlainTextEdit,
     QPushButton,
-    QComboBox,
     QTabWidget,
     QVBoxLayout,
     QWidget,
 )
 
+from workbench.ui.approval_call_view import CallView
+from workbench.ui.approval_rules import AlwaysRules
 from workbench.ui.buttons import quiet_button
 from workbench.ui.decision_settle import DecisionSettle
-from workbench.ui.proposed_diff import FILE_TOOLS, DiffHighlighter, proposed_text, unified_diff
+from workbench.ui.proposed_diff import FILE_TOOLS, DiffHighlighter
 from workbench.ui.qt_async import start
 from workbench.ui.style import safe_is_dark
 
 if TYPE_CHECKING:
-    from workbench.engine.middleware import Question
+    from workbench.session import Question
 
-log = logging.getLogger(__name__)
-
-ReadFile = Callable[[str], Awaitable[str]]
-"""Reads a file's text through the session's backend (the diff's "now" side)."""
 STOP_RUN = "stop-run"
 """What ``decision_dialogs.ask_decisions`` returns when the person chose "Stop this run" (G12)."""
 STOP_CODE = 2
 """The dialog's result code for "Stop this run"."""
+
+
 def _mono() -> QFont:
     font = QFont("monospace")
     font.setStyleHint(QFont.StyleHint.TypeWriter)
     return font
 
 
-class ApprovalDialog(QDialog):
+class ApprovalDialog(QDialog, CallView, AlwaysRules):
     """Decide one step's pending tool calls: one list (Q2), each call approved, edited or rejected, or
     the rest approved at once. Modeless (G12); ``decided`` are decisions made earlier (kept, Q2)."""
 
@@ -342,138 +346,6 @@ class ApprovalDialog(QDialog):
         self._refresh_diff()
         self._validate()
 
-    def _show_always_scope(self, q: Question) -> None:
-        """Q3: the Always buttons and the line above them say exactly what "Always" saves (one file,
-        one tool) and where, from the question's ``always`` list (older questions lack it)."""
-        rules = [str(r) for r in q.payload.get("always") or [] if isinstance(r, str)]
-        paths = [r.split(" ", 2)[2] for r in rules
-                 if len(r.split(" ", 2)) == 3 and r.split(" ", 2)[1] not in ("invoke", "execute")]
-        tools = [r.split(" ", 2)[2] for r in rules if len(r.split(" ", 2)) == 3 and r.split(" ", 2)[1] == "invoke"]
-        commands = [r for r in rules if len(r.split(" ", 2)) == 3 and r.split(" ", 2)[1] == "execute"]
-        if len(rules) == 1 and commands:
-            noun = "this command"
-        elif len(rules) == 1 and paths:
-            noun = "this file"
-        elif len(rules) == 1 and tools:
-            noun = "this tool"
-        else:
-            noun = "these" if rules else "this"
-        for b, where, file in ((self.always_session_button, "session", "kept in this thread"),
-                               (self.always_project_button, "project", "saved in this workspace's workbench.yaml"),
-                               (self.always_user_button, "everywhere", "saved in your own permissions.yaml, for every "
-                                                                     "workspace below its deny and ask rules")):
-            b.setText(f"Always {noun} ({where})")
-            what = "; ".join(rules) if rules else "exact allow rules for what asked"
-            b.setToolTip(f"Approve, and allow exactly this from now on: {what} — {file}. "
-                         "For a folder, a tree or a tool, use Make a rule…")
-        if rules:
-            self.always_scope.setText("“Always” allows exactly: <b>" + _html("; ".join(rules)) + "</b>"
-                                      + (" (this file only)" if noun == "this file" else
-                                         " (this tool only)" if noun == "this tool" else
-                                         " (this command only)" if noun == "this command" else ""))
-        else:
-            self.always_scope.setText("“Always” allows exactly what asked for this call, nothing wider.")
-
-    def _show_command(self, q: Question) -> None:
-        """E2, E5: the command, its folder and the sandbox's state; the prefix-level rule proposals."""
-        p = q.payload
-        is_command = p.get("tool") == "execute"
-        self.command_label.setVisible(is_command)
-        self.command_rule_combo.blockSignals(True)
-        self.command_rule_combo.clear()
-        proposals = [str(x) for x in p.get("proposals") or [] if isinstance(x, str)] if is_command else []
-        if proposals:
-            self.command_rule_combo.addItem("Always: exactly what asked", None)
-            for pattern in proposals:
-                self.command_rule_combo.addItem(f"Always: {pattern}", pattern)
-        self.command_rule_combo.blockSignals(False)
-        self.command_rule_combo.setVisible(bool(proposals))
-        if not is_command:
-            self.command_label.setText("")
-            return
-        command = str(p.get("command") or self._args(q).get("command") or "")
-        folder = str(p.get("folder") or self._args(q).get("cwd") or "")
-        host = str(p.get("host_folder") or "")
-        where = _html(folder) + (f" <span style='opacity:0.7'>({_html(host)})</span>" if host and host != folder else "")
-        if p.get("folder_error"):
-            where += f" — {_html(str(p['folder_error']))}"
-        sandbox = str(p.get("sandbox") or "not known (asked before the sandbox was checked)")
-        if p.get("sandboxed"):
-            shown = f"Sandbox: {_html(sandbox)}"
-        else:  # said in bold words, not by colour alone (G14)
-            head, _, rest = sandbox.partition(" — ")
-            shown = f"<b>Sandbox: {_html(head)}</b>" + (f" — {_html(rest)}" if rest else "")
-        lines = [f"Command: <code style='white-space:pre-wrap'>{_html(command)}</code>", f"Folder: {where}", shown]
-        self.command_label.setText("<br>".join(lines))
-        plain = f"Command: {command}. Folder: {folder}. Sandbox: {sandbox}"
-        self.command_label.setAccessibleName(plain)
-
-    def _chosen_proposal(self) -> str | None:
-        q = self.current
-        if q is None or q.payload.get("tool") != "execute" or self.command_rule_combo.isHidden():
-            return None
-        data = self.command_rule_combo.currentData()
-        return str(data) if isinstance(data, str) else None
-
-    @Slot(int)
-    def _command_rule_changed(self, _index: int) -> None:
-        pattern = self._chosen_proposal()
-        q = self.current
-        if q is None:
-            return
-        if pattern is None:
-            self._show_always_scope(q)
-            return
-        several = len(q.payload.get("always") or []) > 1
-        self.always_scope.setText(f"“Always” allows every command matching: <b>{_html(pattern)}</b>"
-                                  + (" (the line's other parts are judged on their own)" if several else ""))
-        for b, where in ((self.always_session_button, "session"), (self.always_project_button, "project"),
-                         (self.always_user_button, "everywhere")):
-            b.setText(f"Always ({where})")
-            b.setToolTip(f"Approve, and allow from now on: allow execute {pattern}")
-
-    async def _save_command_rule(self, session: Any, pattern: str, scope: str) -> None:
-        """E2: the prefix-level rule chosen for "Always", saved through the session (Q3's save_rule)."""
-        try:
-            rule = session.build_rule("allow", "execute", pattern, "glob")
-            saved = await session.save_rule(rule, scope)
-        except Exception as e:  # noqa: BLE001 - the call is approved anyway; say the rule was not kept
-            log.warning("the rule allow execute %s was not saved: %s", pattern, e)
-            return
-        notice = getattr(saved, "notice", "")
-        if notice:
-            log.warning("%s", notice)
-
-    def _headline(self, tool: str) -> str:
-        q = self.current
-        path = self._args(q).get("path") if q is not None else None
-        agent = sub_agent(q)
-        who = f"The sub-agent {agent}" if agent else "The agent"
-        if tool == "execute":
-            return f"{who} wants to run a command"
-        if tool in FILE_TOOLS and isinstance(path, str) and path:
-            return f"{who} wants to edit a file" if tool == "edit_file" else f"{who} wants to write a file"
-        return f"{who} wants to run a tool"
-
-    def _show_agent(self, q: Question) -> None:
-        """D9: "Sub-agent writer (task writer:ab12cd34) asks to write /project/notes.md" for a sub-agent's
-        call (its question's payload names the agent and the task); hidden for the thread's own agent."""
-        agent = sub_agent(q)
-        self.agent_label.setVisible(bool(agent))
-        if not agent:
-            self.agent_label.setText("")
-            return
-        task = str(q.payload.get("task_id") or "")
-        tool = str(q.payload.get("tool") or "a tool")
-        path = self._args(q).get("path")
-        if tool in FILE_TOOLS and isinstance(path, str) and path:
-            action = f"{'edit' if tool == 'edit_file' else 'write'} {path}"
-        else:
-            action = f"run {tool}"
-        self.agent_label.setText(f"Sub-agent <b>{_html(agent)}</b>" + (f" (task {_html(task)})" if task else "")
-                                 + f" asks to {_html(action)}.")
-        self.agent_label.setAccessibleName(self.agent_label.text().replace("<b>", "").replace("</b>", ""))
-
     def _show_stop(self) -> None:
         """A background task's calls (asked from the Tasks board): "Stop this run" aborts the task."""
         task = bool(self.questions) and all(q.payload.get("background") and q.payload.get("task_id")
@@ -481,23 +353,6 @@ class ApprovalDialog(QDialog):
         self.stop_run_button.setText("Abort task" if task else "Stop this run")
         self.stop_run_button.setToolTip("Abort the background task: no call of it runs, it ends aborted" if task else
                                         "Abandon the run: no call of it runs, it ends stopped (aborted)")
-
-    def _show_tool_line(self) -> None:
-        """``Tool: write_file · /project/notes.md (new file)``: the tool and, for a file tool, which file."""
-        q = self.current
-        if q is None:
-            return
-        tool = str(q.payload.get("tool", "?"))
-        text = f"Tool: <b>{_html(tool)}</b>"
-        path = self._args(q).get("path")
-        if tool in FILE_TOOLS and isinstance(path, str) and path:
-            text += f" · {_html(path)}"
-            old = self._old_text.get(path, "?")
-            if old == "":
-                text += " <i>(a new file)</i>"
-            elif old is not None and old != "?" and tool == "write_file":
-                text += " <i>(replaces the whole file)</i>"
-        self.tool_label.setText(text)
 
     def _edited_args(self) -> dict[str, Any] | None:
         try:
@@ -523,52 +378,6 @@ class ApprovalDialog(QDialog):
             b.setEnabled(ok)
         if self._editing and ok:
             self._refresh_diff()
-
-    def _refresh_diff(self) -> None:
-        q = self.current
-        if q is None:
-            return
-        tool = str(q.payload.get("tool", ""))
-        if tool not in FILE_TOOLS:
-            return
-        args = (self._edited_args() if self._editing else None) or self._args(q)
-        path = str(args.get("path", ""))
-        if path not in self._old_text:
-            self.diff_view.setPlainText(f"Reading {path} …")
-            return
-        old = self._old_text[path]
-        if old is None:
-            self.diff_view.setPlainText(f"Could not read {path}: {self._read_errors.get(path, 'unknown error')}")
-            return
-        new = proposed_text(tool, args, old)
-        if new is None:
-            self.diff_view.setPlainText(
-                "The text to replace was not found in the file: the call will fail as it stands."
-                if tool == "edit_file" else "No content to write.")
-            return
-        diff = unified_diff(path, old, new)
-        self.diff_view.setPlainText(diff or "No change to the file.")
-
-    async def load_files(self, read: ReadFile) -> None:
-        """Read the files the calls would change (through the session's backend) to show diffs."""
-        from workbench.backends.base import FileNotFound
-
-        paths = []
-        for q in self.questions:
-            if q.payload.get("tool") in FILE_TOOLS:
-                p = self._args(q).get("path")
-                if isinstance(p, str) and p not in paths:
-                    paths.append(p)
-        for p in paths:
-            try:
-                self._old_text[p] = await read(p)
-            except FileNotFound:
-                self._old_text[p] = ""  # a new file
-            except Exception as e:  # noqa: BLE001 - shown in the dialog, the decision is still possible
-                self._old_text[p] = None
-                self._read_errors[p] = str(e)
-            self._refresh_diff()
-            self._show_tool_line()
 
     # -- decisions ------------------------------------------------------------------------------------
     def _decide(self, decision: dict[str, Any]) -> None:
@@ -629,31 +438,6 @@ class ApprovalDialog(QDialog):
             decision["always"] = always
         self._decide(decision)
 
-    def _current_session(self) -> Any:
-        return self._session if self._session is not None else getattr(self.parentWidget(), "session", None)
-
-    def make_rule(self) -> None:
-        """Q3: open the rule builder for the current call (the call itself is still decided here)."""
-        q, session = self.current, self._current_session()
-        if q is None:
-            return
-        if session is None:
-            self.always_scope.setText("No workspace is open to make a rule for.")
-            return
-        start(self._make_rule(session, q), name="rule-builder")
-
-    async def _make_rule(self, session: Any, q: Question) -> None:
-        from workbench.ui.rule_builder import alive, describe_saved, open_rule_builder
-
-        self.make_rule_button.setEnabled(False)
-        try:
-            saved = await open_rule_builder(session, q, self)
-        finally:
-            if alive(self):
-                self.make_rule_button.setEnabled(True)
-        if saved is not None and alive(self) and self.current is q:
-            self.always_scope.setText(_html(describe_saved(saved)) + ". Decide this call here.")
-
     def toggle_edit(self) -> None:
         """Switch the arguments between read-only and an editable, validated JSON editor."""
         q = self.current
@@ -688,17 +472,8 @@ class ApprovalDialog(QDialog):
         self.done(STOP_CODE)
 
 
-def sub_agent(q: Question | None) -> str:
-    """The sub-agent a question comes from (its payload's ``agent``), "" for the thread's own agent."""
-    agent = q.payload.get("agent") if q is not None else None
-    return str(agent) if isinstance(agent, str) and agent and agent != "main" else ""
-
-
 _DECIDED_WORDS = {"approve": "approved", "edit": "edited", "reject": "rejected", "respond": "answered"}
 
 
-def _html(text: str) -> str:
-    return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+__all__ = ["STOP_CODE", "STOP_RUN", "ApprovalDialog"]
 
-
-__all__ = ["STOP_CODE", "STOP_RUN", "ApprovalDialog", "ReadFile", "sub_agent"]
