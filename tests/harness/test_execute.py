@@ -465,6 +465,28 @@ async def test_E6_output_streams_live_in_batches_before_the_finish_which_carries
         await session.close()
 
 
+async def test_F4_a_known_key_a_command_prints_is_redacted_live_and_in_the_result(tmp_path, monkeypatch):
+    """A command outside the sandbox can print the key file: neither the live output nor the result
+    (the prompt, the store) shows a key the process knows."""
+    from workbench import redact
+
+    key = "sk-printed-by-a-command-0123456789"
+    monkeypatch.setattr(redact, "_known", {key})
+    command = "python3 -c \"print('key: ' + 'sk-printed-by-a-command-' + '0123456789')\""
+    session, _ = await open_scripted(make_ws(tmp_path), run_call(command, "k"), reply("ok"))
+    events: list[Any] = []
+    unsubscribe = session.subscribe(events.append, replay=False)
+    try:
+        await session.run("go")
+        live = "".join(e.data["text"] for e in events if e.type == "command_output")
+        assert live == f"key: {redact.REDACTED}\n"
+        [out] = tool_results(session)
+        assert key not in out and f"key: {redact.REDACTED}" in out
+    finally:
+        unsubscribe()
+        await session.close()
+
+
 async def test_E6_a_flood_of_output_keeps_each_live_batch_bounded_and_counts_what_it_skipped(tmp_path):
     command = "python3 -c \"import sys; [sys.stdout.write('y' * 1000 + '\\n') for _ in range(3000)]\""
     session, _ = await open_scripted(make_ws(tmp_path), run_call(command), reply("ok"))

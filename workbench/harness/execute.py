@@ -56,6 +56,7 @@ from workbench.backends.base import BackendRefusal, normalize
 from workbench.engine.middleware import AgentMiddleware, HookContext, ToolContext
 from workbench.engine.tools import Resource, Tool, ToolOutcome, schema
 from workbench.errors import ToolError
+from workbench.redact import scrub_known
 from workbench.harness.command_process import (
     _RUNNING,
     _RUNNING_LOCK,
@@ -360,7 +361,9 @@ class ExecuteMiddleware(AgentMiddleware):
     def _flush(cmd: _Command, ctx: HookContext, call_id: str) -> None:
         text, skipped = cmd.take_live()
         if text or skipped:
-            ctx.emit("command_output", call_id=call_id, text=text, skipped=skipped)
+            # F4: a key the process knows is not shown live either (the result is scrubbed by the
+            # engine); a key cut across two batches can show in part, never whole.
+            ctx.emit("command_output", call_id=call_id, text=scrub_known(text), skipped=skipped)
 
     def _outcome(self, cmd: _Command, timeout: float, timed_out: bool) -> ToolOutcome:
         seconds = (cmd.ended or time.monotonic()) - cmd.started
