@@ -43,6 +43,27 @@ class StoreError(WorkbenchError):
     """The thread store is unreadable or a thread/run is missing."""
 
 
+class StoreLostError(StoreError):
+    """R1: the thread store's file was deleted or replaced while the store had it open (``rm -rf
+    .workbench`` by a command the agent ran, or by a person). Nothing is written into a file no one can
+    open again: the write that noticed fails (a run ends failed; the CLI exits 1) and the database the
+    store still had open is saved. ``saved`` is where (the store's own path when it was put back there,
+    ``restored``), None when it could not be saved anywhere."""
+
+    def __init__(self, message: str, *, path: str = "", saved: str | None = None, restored: bool = False) -> None:
+        super().__init__(message)
+        self.path = path
+        self.saved = saved
+        self.restored = restored
+
+    def __reduce__(self) -> tuple[object, ...]:
+        return (type(self), (str(self),), dict(self.__dict__))
+
+    def again(self) -> StoreLostError:
+        """The same error, a fresh instance (raised again for each later write it refuses)."""
+        return StoreLostError(str(self), path=self.path, saved=self.saved, restored=self.restored)
+
+
 # -- file backends (F2): a refusal is not an I/O failure; callers treat them differently ----------
 
 

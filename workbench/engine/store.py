@@ -16,7 +16,6 @@ import sqlite3
 import threading
 import time
 import uuid
-import weakref
 import zlib
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
@@ -35,6 +34,7 @@ from workbench.engine.store_claims import (  # noqa: F401 - Claim and the limits
     _pid_alive,
     _started_after,
 )
+from workbench.engine.store_integrity import FileGuard, connect
 from workbench.engine.store_pages import PagedReads, _role, _stored_count, _unpack
 from workbench.engine.usage import Usage
 from workbench.engine.wal_checkpointer import CHECKPOINTER
@@ -150,18 +150,18 @@ class RunRecord:
     finished: float | None
 
 
-class Store(PagedReads, ClaimRows):
-    """One SQLite file per workspace. Safe to use from several threads (one connection, one lock)."""
+class Store(PagedReads, FileGuard, ClaimRows):
+    """One SQLite file per workspace. Safe to use from several threads (one connection, one lock).
+
+    R1: a commit is refused when the file at the path is no longer the one opened (``rm -rf .workbench``
+    mid-run): the database is saved, put back at the path when nothing took its place (store_integrity)."""
 
     def __init__(self, path: Path | str) -> None:
         self.path = Path(path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
         try:
-            self._db = sqlite3.connect(self.path, check_same_thread=False, isolation_level=None)
-            self._db.execute("PRAGMA journal_mode=WAL")
-            self._db.execute("PRAGMA synchronous=NORMAL")
-            # Never checkpoint inside a commit (which may run on the GUI thread): see wal_checkpointer.
-            self._db.execute("PRAGMA wal_autocheckpoint=0")
+            self._db = connect(self.path)
+            self._remember_file()
             self._db.executescript(SCHEMA)
             self._add_role_column()
         except sqlite3.DatabaseError as e:
@@ -171,10 +171,7 @@ class Store(PagedReads, ClaimRows):
         self.active_threads: set[str] = set()
         self._cache: dict[str, _Written] = {}  # per claimed thread: what this store wrote last
         self._values_memo: dict[str, tuple[Any, tuple[str, str]]] = {}  # see _state_values
-        self._wal = CHECKPOINTER.register(self.path)
-        # A store dropped without close() must not leave its checkpointer connection open for good.
-        self._wal_release = weakref.finalize(self, CHECKPOINTER.release_later, self._wal)
-        self._wal_release.atexit = False
+        self._register_wal()
         self._commits = 0
 
     @classmethod
@@ -190,6 +187,8 @@ class Store(PagedReads, ClaimRows):
     @contextmanager
     def transaction(self) -> Iterator[sqlite3.Connection]:
         with self._lock:
+            if self._lost is not None:  # R1: its file went and was not put back: nothing more is written
+                raise self._lost.again()
             self._db.execute("BEGIN IMMEDIATE")
             try:
                 yield self._db
@@ -197,10 +196,18 @@ class Store(PagedReads, ClaimRows):
                 self._db.execute("ROLLBACK")
                 raise
             else:
+                if self._file_moved():  # R1: never commit into a file no one can open again
+                    self._db.execute("ROLLBACK")
+                    raise self._rescue()
                 self._db.execute("COMMIT")
                 self._commits += 1
                 if self._commits % WAL_EVERY_COMMITS == 0:
                     CHECKPOINTER.request(self._wal)
+
+    def _check_claim(self, db: sqlite3.Connection, thread_id: str, token: str | None, *,
+                     failing: bool = False) -> None:
+        self._refuse_lost(token, failing)  # R1: a run in flight when the file went ends failed
+        super()._check_claim(db, thread_id, token)
 
     # -- threads ---------------------------------------------------------------------------------
     def create_thread(self, title: str = "", thread_id: str | None = None) -> str:
@@ -275,7 +282,7 @@ class Store(PagedReads, ClaimRows):
             cache = None
         self._cache.pop(thread_id, None)  # re-set only once this transaction committed
         with self.transaction() as db:
-            self._check_claim(db, thread_id, claim)
+            self._check_claim(db, thread_id, claim, failing=run is not None and run.status == "failed")
             if cache is not None:
                 seq, known = cache.seq + 1, cache.count
             else:
