@@ -296,6 +296,12 @@ def _report(e: BaseException, *, verbose: bool) -> int:
     if isinstance(e, (ModelError, WorkbenchError)):
         _err(f"workbench: {e}")
         return EXIT_FAILED
+    import sqlite3
+
+    if isinstance(e, sqlite3.DatabaseError):  # R1: the store itself failed (a damaged file, a full disk)
+        where = next(iter(getattr(e, "__notes__", ())), "the thread store (.workbench/threads.sqlite3)")
+        _err(f"workbench: {where}: {_one_line(str(e))} — see \"The thread store fails\" in docs/troubleshooting.md")
+        return EXIT_FAILED
     hint = "" if verbose else " (run with --verbose for the traceback)"
     _err(f"workbench: internal error: {type(e).__name__}: {_one_line(str(e))}{hint}")
     return EXIT_FAILED

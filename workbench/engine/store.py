@@ -192,8 +192,13 @@ class Store(PagedReads, FileGuard, ClaimRows):
             self._db.execute("BEGIN IMMEDIATE")
             try:
                 yield self._db
-            except BaseException:
-                self._db.execute("ROLLBACK")
+            except BaseException as e:
+                if isinstance(e, sqlite3.DatabaseError):  # a damaged page, a full disk: name the file
+                    e.add_note(f"the thread store {self.path}")
+                try:
+                    self._db.execute("ROLLBACK")
+                except sqlite3.DatabaseError:
+                    pass  # a failed write (disk full) may have ended the transaction itself
                 raise
             else:
                 if self._file_moved():  # R1: never commit into a file no one can open again
