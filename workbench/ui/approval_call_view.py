@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
+from workbench.ui.plain_text import escape as _html
 from workbench.ui.proposed_diff import FILE_TOOLS, proposed_text, unified_diff
 
 if TYPE_CHECKING:
@@ -176,7 +177,3 @@ def sub_agent(q: Question | None) -> str:
     """The sub-agent a question comes from (its payload's ``agent``), "" for the thread's own agent."""
     agent = q.payload.get("agent") if q is not None else None
     return str(agent) if isinstance(agent, str) and agent and agent != "main" else ""
-
-
-def _html(text: str) -> str:
-    return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")

@@ -25,7 +25,6 @@ from PySide6.QtWidgets import (
     QComboBox,
     QDialog,
     QHBoxLayout,
-    QLabel,
     QLineEdit,
     QListWidget,
     QListWidgetItem,
@@ -40,6 +39,7 @@ from workbench.ui.approval_call_view import CallView
 from workbench.ui.approval_rules import AlwaysRules
 from workbench.ui.buttons import quiet_button
 from workbench.ui.decision_settle import DecisionSettle
+from workbench.ui.plain_text import plain_label, plain_tooltip, rich_label
 from workbench.ui.proposed_diff import FILE_TOOLS, DiffHighlighter
 from workbench.ui.qt_async import start
 from workbench.ui.style import safe_is_dark
@@ -84,13 +84,13 @@ class ApprovalDialog(QDialog, CallView, AlwaysRules):
         self._edit_error = ""
 
         outer = QVBoxLayout(self)
-        self.header = QLabel()
+        self.header = plain_label()
         self.header.setObjectName("approval_header")
         self.header.setStyleSheet("font-size: 15px; font-weight: 600;")
         outer.addWidget(self.header)
         # D9: a sub-agent's call names the sub-agent and its task ("Sub-agent writer (task writer:ab12cd34)
         # asks to write /project/notes.md").
-        self.agent_label = QLabel()
+        self.agent_label = rich_label()  # our markup; the agent, task and action escaped (approval_call_view)
         self.agent_label.setObjectName("approval_agent")
         self.agent_label.setWordWrap(True)
         self.agent_label.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
@@ -121,18 +121,18 @@ class ApprovalDialog(QDialog, CallView, AlwaysRules):
         lay = QVBoxLayout(detail)
         lay.setContentsMargins(0, 0, 0, 0)
         body.addWidget(detail, 1)
-        self.tool_label = QLabel()
+        self.tool_label = rich_label()  # our markup; the tool and path escaped (approval_call_view)
         self.tool_label.setObjectName("approval_tool")
         self.tool_label.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
         lay.addWidget(self.tool_label)
-        self.reason_label = QLabel()
+        self.reason_label = plain_label()
         self.reason_label.setObjectName("approval_reason")
         self.reason_label.setWordWrap(True)
         self.reason_label.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
         self.reason_label.setProperty("role", "muted")  # the theme's secondary text colour
         lay.addWidget(self.reason_label)
         # E2, E5: a command's line, folder and whether a sandbox holds it, in words (G14: not by colour).
-        self.command_label = QLabel()
+        self.command_label = rich_label()  # our markup; command, folder and sandbox escaped (approval_call_view)
         self.command_label.setObjectName("approval_command")
         self.command_label.setWordWrap(True)
         self.command_label.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
@@ -156,14 +156,14 @@ class ApprovalDialog(QDialog, CallView, AlwaysRules):
         self.tabs.addTab(self.args_edit, "Arguments")
         self.tabs.addTab(self.diff_view, "Changes")
         lay.addWidget(self.tabs, 1)
-        self.edit_error = QLabel()
+        self.edit_error = plain_label()
         self.edit_error.setObjectName("approval_edit_error")
         self.edit_error.setProperty("status", "error")  # the theme's error colour
         self.edit_error.hide()
         lay.addWidget(self.edit_error)
 
         reject_row = QHBoxLayout()
-        reject_row.addWidget(QLabel("Message if you reject:"))
+        reject_row.addWidget(plain_label("Message if you reject:"))
         self.reject_message = QLineEdit(self)
         self.reject_message.setObjectName("reject_message")
         self.reject_message.setAccessibleName("Message if you reject")  # G14
@@ -175,7 +175,7 @@ class ApprovalDialog(QDialog, CallView, AlwaysRules):
 
         # Q3: what "Always" saves, said before it is chosen; "Make a rule…" for a folder, a tree or a tool.
         scope_row = QHBoxLayout()
-        self.always_scope = QLabel(self)
+        self.always_scope = rich_label(self)  # our markup; the rules escaped (approval_rules)
         self.always_scope.setObjectName("approval_always_scope")
         self.always_scope.setWordWrap(True)
         self.always_scope.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
@@ -219,7 +219,7 @@ class ApprovalDialog(QDialog, CallView, AlwaysRules):
         self.stop_run_button = self._button("Stop this run", "stop_run", self.stop_run)
         self.stop_run_button.setToolTip("Abandon the run: no call of it runs, it ends stopped (aborted)")
         stop_row.addWidget(self.stop_run_button)
-        self.batch_note = QLabel(self)
+        self.batch_note = plain_label(self)
         self.batch_note.setObjectName("approval_batch_note")
         self.batch_note.setProperty("role", "muted")
         stop_row.addWidget(self.batch_note, 1)
@@ -272,7 +272,7 @@ class ApprovalDialog(QDialog, CallView, AlwaysRules):
                 what = str(q.payload.get("tool", "?")) + (f" {args['path']}" if isinstance(args.get("path"), str) else "")
                 # The state in words first (G14: not told by colour alone), the call below it.
                 item = QListWidgetItem(f"{i + 1}. {state.capitalize()}\n{what}")
-                item.setToolTip(f"{what}: {state}")
+                item.setToolTip(plain_tooltip(f"{what}: {state}"))
                 if d is not None:
                     font = item.font()
                     font.setItalic(True)

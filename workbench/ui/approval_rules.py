@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 from PySide6.QtCore import Slot
 
-from workbench.ui.approval_call_view import _html
+from workbench.ui.plain_text import escape as _html, plain_tooltip
 from workbench.ui.qt_async import start
 
 if TYPE_CHECKING:
@@ -65,8 +65,8 @@ class AlwaysRules:
                                                                      "workspace below its deny and ask rules")):
             b.setText(f"Always {noun} ({where})")
             what = "; ".join(rules) if rules else "exact allow rules for what asked"
-            b.setToolTip(f"Approve, and allow exactly this from now on: {what} — {file}. "
-                         "For a folder, a tree or a tool, use Make a rule…")
+            b.setToolTip(plain_tooltip(f"Approve, and allow exactly this from now on: {what} — {file}. "
+                                       "For a folder, a tree or a tool, use Make a rule…"))
         if rules:
             self.always_scope.setText("“Always” allows exactly: <b>" + _html("; ".join(rules)) + "</b>"
                                       + (" (this file only)" if noun == "this file" else
@@ -97,7 +97,7 @@ class AlwaysRules:
         for b, where in ((self.always_session_button, "session"), (self.always_project_button, "project"),
                          (self.always_user_button, "everywhere")):
             b.setText(f"Always ({where})")
-            b.setToolTip(f"Approve, and allow from now on: allow execute {pattern}")
+            b.setToolTip(plain_tooltip(f"Approve, and allow from now on: allow execute {pattern}"))
 
     async def _save_command_rule(self, session: Any, pattern: str, scope: str) -> None:
         """E2: the prefix-level rule chosen for "Always", saved through the session (Q3's save_rule)."""

@@ -44,7 +44,6 @@ from PySide6.QtWidgets import (
     QFileDialog,
     QHBoxLayout,
     QHeaderView,
-    QLabel,
     QPlainTextEdit,
     QPushButton,
     QScrollArea,
@@ -61,6 +60,7 @@ from workbench.ui.budget_panel import is_news, last_seq
 from workbench.ui.code_highlighter import CodeHighlighter, language_for
 from workbench.ui.markdown_render import set_answer_markdown
 from workbench.ui.panel_tasks import PanelTasks, Start
+from workbench.ui.plain_text import escape as _html, plain_label, plain_tooltip, rich_label
 from workbench.ui.style import safe_is_dark
 from workbench.ui.table_model import RowsTableModel
 
@@ -140,7 +140,6 @@ def _source_text(source: str) -> str:
 # The model
 
 
-
 class _ArtifactBrowser(QTextBrowser):
     """The markdown viewer of an artifact: it never reads a resource the text names (an image by path,
     a style sheet) and never navigates away (found by a review of the transcript's answers, G1, F4)."""
@@ -212,10 +211,10 @@ class ArtifactsModel(RowsTableModel):
             return r["name"]
         elif role == Qt.ItemDataRole.ToolTipRole:
             if col == self.SIZE:
-                return f"{int(r['size']):,} bytes"
+                return plain_tooltip(f"{int(r['size']):,} bytes")
             if col == self.SOURCE and r["source"] not in ("", "agent"):
-                return f"Merged from the sub-agent invocation {r['source']}"
-            return r["name"]
+                return plain_tooltip(f"Merged from the sub-agent invocation {r['source']}")
+            return plain_tooltip(r["name"])
         elif role == Qt.ItemDataRole.TextAlignmentRole and col == self.SIZE:
             return int(Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter)
         return None
@@ -283,26 +282,26 @@ class ArtifactsPanel(QWidget):
         header.setSectionResizeMode(ArtifactsModel.NAME, QHeaderView.ResizeMode.Stretch)
         self.table.selectionModel().currentRowChanged.connect(self._on_current_changed)
 
-        self.empty_label = QLabel("No artifacts yet. The agent writes them with write_artifact.", self)
+        self.empty_label = plain_label("No artifacts yet. The agent writes them with write_artifact.", self)
         self.empty_label.setProperty("role", "muted")
         self.empty_label.setWordWrap(True)
 
         # The viewer: a title row, then one page per kind.
-        self.title_label = QLabel(self)
+        self.title_label = rich_label(self)  # our markup; the name and type escaped
         self.title_label.setObjectName("artifactTitle")
         self.title_label.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
         self.save_button = QPushButton("Save as…", self)
         self.save_button.setObjectName("artifactSaveAs")
         self.save_button.setEnabled(False)
         self.save_button.clicked.connect(self._on_save_clicked)
-        self.note_label = QLabel(self)
+        self.note_label = plain_label(self)
         self.note_label.setObjectName("artifactNote")
         self.note_label.setWordWrap(True)
         self.note_label.setProperty("role", "muted")
         self.note_label.hide()
 
         self.stack = QStackedWidget(self)
-        self.placeholder = QLabel("Select an artifact to view it.", self.stack)
+        self.placeholder = plain_label("Select an artifact to view it.", self.stack)
         self.placeholder.setAlignment(Qt.AlignmentFlag.AlignCenter)
         self.placeholder.setProperty("role", "muted")
         self.placeholder.setWordWrap(True)
@@ -318,7 +317,7 @@ class ArtifactsPanel(QWidget):
         self.text_view.setFont(QFontDatabase.systemFont(QFontDatabase.SystemFont.FixedFont))
         self.text_view.setProperty("role", "code")
         self.highlighter = CodeHighlighter(self.text_view.document(), None, dark=safe_is_dark())
-        self.image_label = QLabel(self.stack)
+        self.image_label = plain_label(self.stack)
         self.image_label.setObjectName("artifactImage")
         self.image_label.setAlignment(Qt.AlignmentFlag.AlignCenter)
         self.image_scroll = QScrollArea(self.stack)
@@ -571,7 +570,3 @@ class ArtifactsPanel(QWidget):
             raise
         finally:
             dialog.deleteLater()
-
-
-def _html(text: str) -> str:
-    return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")

@@ -41,7 +41,6 @@ from PySide6.QtWidgets import (
     QGridLayout,
     QGroupBox,
     QHeaderView,
-    QLabel,
     QLineEdit,
     QPlainTextEdit,
     QPushButton,
@@ -56,6 +55,7 @@ from workbench.errors import WorkbenchError
 from workbench.ui import qt_async
 from workbench.ui.budget_panel import LEVEL_COLORS, field_label, format_amount, level_for
 from workbench.ui.decision_settle import DecisionSettle
+from workbench.ui.plain_text import escape as _html, plain_label, plain_tooltip, rich_label
 
 log = logging.getLogger(__name__)
 
@@ -117,11 +117,11 @@ class BudgetHoldDialog(QDialog):
         self.budgets: list[dict[str, Any]] = [dict(b) for b in (first.get("budgets") or [first])
                                               if isinstance(b, Mapping)]
 
-        self.headline = QLabel(self)
+        self.headline = rich_label(self)  # our bold; the reason escaped
         self.headline.setObjectName("budgetHoldHeadline")
         self.headline.setWordWrap(True)
         self.headline.setText(f"<b>{_html(self._reason(first))}</b>")
-        explain = QLabel(
+        explain = plain_label(
             "The run is paused before going on. Allow it to spend more, or stop it (its answer so far is "
             "kept). Spent and limit are this run's totals, as in the Budget panel and the status bar.",
             self,
@@ -131,7 +131,7 @@ class BudgetHoldDialog(QDialog):
 
         self.table = self._fields_table()
 
-        self.unpriced_label = QLabel(
+        self.unpriced_label = plain_label(
             "A model in this run has no price in litellm: its calls count tokens only, not cost.", self
         )
         self.unpriced_label.setWordWrap(True)
@@ -139,7 +139,7 @@ class BudgetHoldDialog(QDialog):
         # Only where cost is capped: an unpriced model says nothing about a step or token limit.
         self.unpriced_label.setVisible(any(b.get("priced") is False and _caps_cost(b) for b in self.budgets))
 
-        calls_title = QLabel(f"<b>{_html(self._calls_title())}</b>", self)
+        calls_title = rich_label(f"<b>{_html(self._calls_title())}</b>", self)  # our bold; the words escaped
         self.calls_view = QPlainTextEdit(self)
         self.calls_view.setObjectName("budgetHoldCalls")
         self.calls_view.setAccessibleName("Held calls")
@@ -176,8 +176,9 @@ class BudgetHoldDialog(QDialog):
                 spin.setGroupSeparatorShown(True)
             spin.setValue(configured if configured > 0 else max(limit, 1.0))
             spin.setAccessibleName(f"{field_label(field)}: amount to allow more")
-            spin.setToolTip(f"How much more {field_label(field).lower()} this run may spend; it is held "
-                            f"again when it has spent {format_amount(field, spent)} plus this amount.")
+            spin.setToolTip(plain_tooltip(f"How much more {field_label(field).lower()} this run may spend; it is "
+                                          f"held again when it has spent {format_amount(field, spent)} plus this "
+                                          "amount."))
             spin.valueChanged.connect(self._update_allow)
             self.allow_spins[field] = spin
             self._spent[field] = spent
@@ -185,7 +186,7 @@ class BudgetHoldDialog(QDialog):
         self.continue_button = QPushButton("Allow more", choices)
         self.continue_button.setObjectName("budgetContinue")
         self.continue_button.clicked.connect(self.choose_continue)
-        self.allow_summary = QLabel(choices)
+        self.allow_summary = plain_label(choices)
         self.allow_summary.setObjectName("budgetAllowSummary")
         self.allow_summary.setWordWrap(True)
         self.allow_summary.setProperty("role", "muted")
@@ -199,7 +200,7 @@ class BudgetHoldDialog(QDialog):
             grid.addWidget(self.allow_summary, 0, 1, 1, 2)
 
         # Compact and continue (C7): only when the window can compact the held run's thread
-        self.compact_label = QLabel(choices)
+        self.compact_label = plain_label(choices)
         self.compact_label.setObjectName("budgetCompactNote")
         self.compact_label.setWordWrap(True)
         self.compact_label.setProperty("role", "muted")
@@ -367,7 +368,7 @@ class BudgetHoldDialog(QDialog):
         tail = f" Its other limits start over too: {', '.join(others)}." if others else ""
         self.allow_summary.setText(f"The run may go on until {until_words(self._spent, amounts)}, then it is "
                                    f"held again.{tail}")
-        self.continue_button.setToolTip(self.allow_summary.text())
+        self.continue_button.setToolTip(plain_tooltip(self.allow_summary.text()))
 
     def choose_continue(self) -> None:
         amounts = self.allow_more()
@@ -437,10 +438,6 @@ class BudgetHoldDialog(QDialog):
         """The same decision for every question the dialog was given (holds of one step share one)."""
         d = self.decision()
         return {qid: dict(d) for qid in self.question_ids}
-
-
-def _html(text: str) -> str:
-    return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
 
 
 async def _await_dialog(dialog: QDialog) -> None:

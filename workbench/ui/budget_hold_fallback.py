@@ -11,7 +11,9 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from PySide6.QtCore import Qt, Slot
-from PySide6.QtWidgets import QDialog, QHBoxLayout, QLabel, QLineEdit, QPushButton, QVBoxLayout, QWidget
+from PySide6.QtWidgets import QDialog, QHBoxLayout, QLineEdit, QPushButton, QVBoxLayout, QWidget
+
+from workbench.ui.plain_text import plain_label
 
 if TYPE_CHECKING:
     from workbench.session import Question
@@ -28,23 +30,23 @@ class BudgetHoldDialog(QDialog):
         self.question = question
         self.decision: dict[str, Any] | None = None
         lay = QVBoxLayout(self)
-        title = QLabel("The run reached its budget. Continue with the full limit again, or stop?")
+        title = plain_label("The run reached its budget. Continue with the full limit again, or stop?")
         title.setWordWrap(True)
         title.setStyleSheet("font-weight: 600;")
         lay.addWidget(title)
         if load_error:
-            note = QLabel(f"The full budget dialog (workbench.ui.budget_dialog) could not be loaded: {load_error}. "
-                          "This simple dialog decides instead; see the log for the traceback.", self)
+            note = plain_label(f"The full budget dialog (workbench.ui.budget_dialog) could not be loaded: {load_error}. "
+                               "This simple dialog decides instead; see the log for the traceback.", self)
             note.setObjectName("budget_dialog_error")
             note.setWordWrap(True)
             note.setStyleSheet("color: #c0392b;")
             lay.addWidget(note)
-        details = QLabel(self._describe(question.payload))
+        details = plain_label(self._describe(question.payload))
         details.setObjectName("budget_details")
         details.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
         lay.addWidget(details)
         row = QHBoxLayout()
-        row.addWidget(QLabel("Reason if you stop:"))
+        row.addWidget(plain_label("Reason if you stop:"))
         self.reason = QLineEdit(self)
         self.reason.setObjectName("budget_reason")
         row.addWidget(self.reason, 1)

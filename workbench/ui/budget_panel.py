@@ -32,7 +32,6 @@ from PySide6.QtWidgets import (
     QGroupBox,
     QHBoxLayout,
     QHeaderView,
-    QLabel,
     QProgressBar,
     QSizePolicy,
     QTableView,
@@ -47,6 +46,7 @@ if TYPE_CHECKING:
     from workbench.session import Event
     from workbench.session import Session
 
+from workbench.ui.plain_text import plain_label, plain_tooltip, rich_label
 from workbench.ui.table_model import RowsTableModel
 
 log = logging.getLogger(__name__)
@@ -134,7 +134,7 @@ class FieldMeter(QWidget):
         self.spent = 0.0
         self.limit = 0.0
         self.level = "ok"
-        self.name_label = QLabel(field_label(field), self)
+        self.name_label = plain_label(field_label(field), self)
         self.name_label.setWordWrap(True)
         self.bar = QProgressBar(self)
         self.bar.setRange(0, 1000)
@@ -179,7 +179,7 @@ class FieldMeter(QWidget):
         tip = f"{field_label(self.field)}: {self.bar.format()}"
         if note:
             tip += f"\n{note}"
-        self.setToolTip(tip)
+        self.setToolTip(plain_tooltip(tip))
 
 
 # ----------------------------------------------------------------------------------------------------
@@ -222,11 +222,11 @@ class ModelUsageModel(RowsTableModel):
                 return _cost_text(u)
         elif role == Qt.ItemDataRole.ToolTipRole:
             if col == self.COST and u.cost_usd is None:
-                return f"tokens only — {model} has no price in litellm"
+                return plain_tooltip(f"tokens only — {model} has no price in litellm")
             if col == self.TOKENS_OUT and u.thoughts_tokens:
-                return f"{u.output_tokens:,} output + {u.thoughts_tokens:,} reasoning"
+                return plain_tooltip(f"{u.output_tokens:,} output + {u.thoughts_tokens:,} reasoning")
             if col == self.TOKENS_IN and u.cached_tokens:
-                return f"{u.cached_tokens:,} of them cached"
+                return plain_tooltip(f"{u.cached_tokens:,} of them cached")
         elif role == Qt.ItemDataRole.TextAlignmentRole and col != self.MODEL:
             return int(Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter)
         return None
@@ -246,10 +246,10 @@ class _ScopeBox(QGroupBox):
         self._layout.setSpacing(4)
         self.meters: dict[tuple[int, str], FieldMeter] = {}
         self._extra: list[QWidget] = []
-        self.empty_label = QLabel(self)
+        self.empty_label = plain_label(self)
         self.empty_label.setProperty("role", "muted")
         self.empty_label.setWordWrap(True)
-        self.usage_label = QLabel(self)
+        self.usage_label = plain_label(self)
         self.usage_label.setWordWrap(True)
         self.usage_label.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
         self._layout.addWidget(self.empty_label)
@@ -269,7 +269,7 @@ class _ScopeBox(QGroupBox):
             if len(budgets) > 1 or budget.interrupt:
                 how = "asks before going on" if budget.interrupt else "stops the run"
                 what = "Step limit" if set(budget.limit) == {"steps"} else f"Budget {index + 1}"  # B5
-                head = QLabel(f"{what} · {how}", self)
+                head = plain_label(f"{what} · {how}", self)
                 head.setProperty("role", "muted")
                 head.setWordWrap(True)
                 self._layout.insertWidget(pos, head)
@@ -300,9 +300,8 @@ class BudgetPanel(QWidget):
         self._figures: dict[int, dict[str, dict[str, float]]] = {}  # G11: the engine's, per budget index
         self._seen_seq = 0  # durable events up to this one are already in what set_session read
 
-        self.hint_label = QLabel(BUDGET_HINT, self)
+        self.hint_label = rich_label(BUDGET_HINT, self)  # static text of ours (a <pre> example)
         self.hint_label.setObjectName("budgetHint")
-        self.hint_label.setTextFormat(Qt.TextFormat.RichText)
         self.hint_label.setWordWrap(True)
         self.hint_label.setProperty("role", "muted")
         self.hint_label.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
@@ -314,7 +313,7 @@ class BudgetPanel(QWidget):
         scopes.addWidget(self.run_box, 1)
         scopes.addWidget(self.session_box, 1)
 
-        self.status_label = QLabel(self)
+        self.status_label = plain_label(self)
         self.status_label.setObjectName("budgetStatus")
         self.status_label.setWordWrap(True)
         self.status_label.hide()
@@ -323,11 +322,11 @@ class BudgetPanel(QWidget):
         self.breakdown_scope.addItem("This session", "thread")
         self.breakdown_scope.addItem("This run", "run")
         self.breakdown_scope.currentIndexChanged.connect(self._show_breakdown)
-        self.cost_label = QLabel(self)
+        self.cost_label = plain_label(self)
         self.cost_label.setObjectName("budgetCost")
         self.cost_label.setWordWrap(True)
         head = QHBoxLayout()
-        head.addWidget(QLabel("Cost by model:", self))
+        head.addWidget(plain_label("Cost by model:", self))
         head.addWidget(self.breakdown_scope)
         head.addStretch(1)
 
@@ -345,7 +344,7 @@ class BudgetPanel(QWidget):
         self.table.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAsNeeded)
         self.table.setSizePolicy(QSizePolicy.Policy.Expanding, QSizePolicy.Policy.Fixed)
 
-        self.unpriced_label = QLabel(self)
+        self.unpriced_label = plain_label(self)
         self.unpriced_label.setObjectName("budgetUnpriced")
         self.unpriced_label.setWordWrap(True)
         self.unpriced_label.setProperty("role", "muted")

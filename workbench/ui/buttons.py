@@ -8,6 +8,8 @@ from typing import Any
 
 from PySide6.QtWidgets import QPushButton, QWidget
 
+from workbench.ui.plain_text import plain_tooltip
+
 
 def quiet_button(parent: QWidget, text: str, name: str, slot: Callable[[], Any], tip: str = "") -> QPushButton:
     """A button named ``name`` (object name: tests and style sheets find it) that calls ``slot()`` on a
@@ -15,7 +17,7 @@ def quiet_button(parent: QWidget, text: str, name: str, slot: Callable[[], Any],
     b = QPushButton(text, parent)
     b.setObjectName(name)
     if tip:
-        b.setToolTip(tip)
+        b.setToolTip(plain_tooltip(tip))
     b.setAutoDefault(False)
     b.setDefault(False)
     b.clicked.connect(lambda _checked=False: slot())

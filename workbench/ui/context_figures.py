@@ -11,6 +11,7 @@ from typing import Any
 
 from PySide6.QtCore import QModelIndex, QPersistentModelIndex, Qt
 
+from workbench.ui.plain_text import plain_tooltip
 from workbench.ui.table_model import RowsTableModel
 
 Index = QModelIndex | QPersistentModelIndex
@@ -146,12 +147,14 @@ class CallsModel(RowsTableModel):
                 return usage_words(row.get("usage"))
         if role == Qt.ItemDataRole.ToolTipRole:
             if row.get("kind") == "summary":
-                return (f"Model call #{row.get('seq')} of this thread: {row.get('model')} summarising older messages "
-                        f"for a compression{' (it failed)' if row.get('status') == 'failed' else ''}. "
-                        "Enter opens its prompt.")
+                return plain_tooltip(
+                    f"Model call #{row.get('seq')} of this thread: {row.get('model')} summarising older messages "
+                    f"for a compression{' (it failed)' if row.get('status') == 'failed' else ''}. "
+                    "Enter opens its prompt.")
             cut = "; cut part-way (stopped, or the connection dropped)" if row.get("status") == "cut" else ""
-            return (f"Model call #{row.get('seq')} of this thread: {row.get('model')}, run {row.get('run')} step "
-                    f"{row.get('step')}, {row.get('messages')} messages sent{cut}. Enter opens its prompt.")
+            return plain_tooltip(f"Model call #{row.get('seq')} of this thread: {row.get('model')}, run "
+                                 f"{row.get('run')} step {row.get('step')}, {row.get('messages')} messages sent{cut}. "
+                                 "Enter opens its prompt.")
         if role == Qt.ItemDataRole.UserRole:
             return row.get("seq")
         if role == Qt.ItemDataRole.TextAlignmentRole and col == 2:
@@ -185,8 +188,9 @@ class LostModel(RowsTableModel):
             return row
         if role == Qt.ItemDataRole.ToolTipRole:
             if "summary" in row:
-                return row + ". The summary carries their file paths, commands, URLs and numbers verbatim."
-            return row
+                return plain_tooltip(row + ". The summary carries their file paths, commands, URLs and numbers "
+                                     "verbatim.")
+            return plain_tooltip(row)
         return None
 
 

@@ -68,6 +68,7 @@ from workbench.ui.context_figures import (
     strategy_lines,
     window_text,
 )
+from workbench.ui.plain_text import plain_label
 
 if TYPE_CHECKING:
     from workbench.session import Session
@@ -117,11 +118,11 @@ class ContextPanel(QWidget):
             " QFrame#contextWarning QLabel { color: #3b2e00; }")
         wl = QVBoxLayout(self.warning_box)
         wl.setContentsMargins(8, 6, 8, 6)
-        self.warning_title = QLabel("⚠ Warning: this thread's context is nearly full", self.warning_box)
+        self.warning_title = plain_label("⚠ Warning: this thread's context is nearly full", self.warning_box)
         self.warning_title.setObjectName("contextWarningTitle")
         self.warning_title.setStyleSheet("font-weight: 700;")
         self.warning_title.setWordWrap(True)
-        self.warning_text = QLabel(self.warning_box)
+        self.warning_text = plain_label(self.warning_box)
         self.warning_text.setObjectName("contextWarningText")
         self.warning_text.setWordWrap(True)
         self.warning_text.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
@@ -155,7 +156,7 @@ class ContextPanel(QWidget):
         lay.setContentsMargins(0, 0, 4, 0)
         lay.setSpacing(4)
 
-        head = QLabel("Next request", body)
+        head = plain_label("Next request", body)
         head.setStyleSheet("font-weight: 600;")
         lay.addWidget(head)
         self.meter = QProgressBar(body)
@@ -164,12 +165,12 @@ class ContextPanel(QWidget):
         self.meter.setTextVisible(True)
         self.meter.setSizePolicy(QSizePolicy.Policy.Expanding, QSizePolicy.Policy.Fixed)
         lay.addWidget(self.meter)
-        self.window_label = QLabel(body)
+        self.window_label = plain_label(body)
         self.window_label.setObjectName("contextWindow")
         self.window_label.setWordWrap(True)
         self.window_label.setToolTip(TRIGGER_HELP)
         lay.addWidget(self.window_label)
-        self.basis_label = QLabel(body)
+        self.basis_label = plain_label(body)
         self.basis_label.setObjectName("contextBasis")
         self.basis_label.setWordWrap(True)
         self.basis_label.setProperty("role", "muted")
@@ -179,7 +180,7 @@ class ContextPanel(QWidget):
                                            "Compress this thread's history now: older tool results shortened, older "
                                            "messages summarised. Nothing is deleted from the thread.")
         row.addWidget(self.compact_button)
-        self.compact_status = QLabel(body)
+        self.compact_status = plain_label(body)
         self.compact_status.setObjectName("contextCompactStatus")
         self.compact_status.setWordWrap(True)
         row.addWidget(self.compact_status, 1)
@@ -200,17 +201,17 @@ class ContextPanel(QWidget):
         self.compression_box = QGroupBox("Last compression", body)
         cl = QVBoxLayout(self.compression_box)
         cl.setContentsMargins(6, 4, 6, 4)
-        self.compression_label = QLabel(self.compression_box)
+        self.compression_label = plain_label(self.compression_box)
         self.compression_label.setObjectName("contextLastCompression")
         self.compression_label.setWordWrap(True)
         self.compression_label.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
         cl.addWidget(self.compression_label)
-        self.strategies_label = QLabel(self.compression_box)
+        self.strategies_label = plain_label(self.compression_box)
         self.strategies_label.setObjectName("contextStrategies")
         self.strategies_label.setWordWrap(True)
         self.strategies_label.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
         cl.addWidget(self.strategies_label)
-        self.lost_title = QLabel("What was lost (the model no longer sees these in full):", self.compression_box)
+        self.lost_title = plain_label("What was lost (the model no longer sees these in full):", self.compression_box)
         self.lost_title.setWordWrap(True)
         cl.addWidget(self.lost_title)
         self.lost = LostModel(self)
@@ -224,8 +225,8 @@ class ContextPanel(QWidget):
         self.lost_view.setAlternatingRowColors(True)
         self.lost_view.setResizeMode(QListView.ResizeMode.Adjust)
         cl.addWidget(self.lost_view)
-        self.kept_note = QLabel("The thread keeps every message: only what the model is sent is smaller.",
-                                self.compression_box)
+        self.kept_note = plain_label("The thread keeps every message: only what the model is sent is smaller.",
+                                     self.compression_box)
         self.kept_note.setWordWrap(True)
         self.kept_note.setProperty("role", "muted")
         cl.addWidget(self.kept_note)
@@ -240,7 +241,7 @@ class ContextPanel(QWidget):
         ml = QVBoxLayout(calls)
         ml.setContentsMargins(0, 0, 0, 0)
         ml.setSpacing(2)
-        ml.addWidget(QLabel("Model calls of this thread (newest first):", calls))
+        ml.addWidget(plain_label("Model calls of this thread (newest first):", calls))
         self.calls = CallsModel(self)
         self.calls_view = QTableView(calls)
         self.calls_view.setObjectName("contextCalls")
@@ -567,7 +568,7 @@ class ContextPanel(QWidget):
                 w.deleteLater()
             self._source_labels = []
             for r, sub in enumerate(shape):
-                left, right = QLabel(self.sources_box), QLabel(self.sources_box)
+                left, right = plain_label(self.sources_box), plain_label(self.sources_box)
                 left.setWordWrap(True)
                 right.setAlignment(Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter)
                 if sub:

@@ -23,7 +23,6 @@ from PySide6.QtWidgets import (
     QAbstractItemView,
     QHBoxLayout,
     QHeaderView,
-    QLabel,
     QLineEdit,
     QPlainTextEdit,
     QPushButton,
@@ -38,6 +37,7 @@ from workbench.budget_words import hold_fields, more_words, until_words
 from workbench.decisions import format_age
 from workbench.ui.buttons import quiet_button
 from workbench.ui import qt_async
+from workbench.ui.plain_text import plain_label, plain_tooltip
 
 if TYPE_CHECKING:
     from workbench.decisions import PendingDecision
@@ -58,7 +58,7 @@ class DecisionsPanel(QWidget):
 
         lay = QVBoxLayout(self)
         lay.setContentsMargins(6, 6, 6, 6)
-        self.summary = QLabel(self)
+        self.summary = plain_label(self)
         self.summary.setObjectName("decisionsSummary")
         self.summary.setWordWrap(True)
         lay.addWidget(self.summary)
@@ -86,13 +86,13 @@ class DecisionsPanel(QWidget):
         detail = QWidget(self)
         dl = QVBoxLayout(detail)
         dl.setContentsMargins(0, 0, 0, 0)
-        self.title = QLabel(detail)
+        self.title = plain_label(detail)
         self.title.setObjectName("decisionTitle")
         self.title.setWordWrap(True)
         self.title.setStyleSheet("font-weight: 600;")
         self.title.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
         dl.addWidget(self.title)
-        self.reason = QLabel(detail)
+        self.reason = plain_label(detail)
         self.reason.setObjectName("decisionReason")
         self.reason.setWordWrap(True)
         self.reason.setProperty("role", "muted")
@@ -105,7 +105,7 @@ class DecisionsPanel(QWidget):
         self.args.setMinimumHeight(60)
         self.args.textChanged.connect(self._validate)
         dl.addWidget(self.args, 1)
-        self.edit_error = QLabel(detail)
+        self.edit_error = plain_label(detail)
         self.edit_error.setObjectName("decisionEditError")
         self.edit_error.setProperty("status", "error")
         self.edit_error.hide()
@@ -184,13 +184,14 @@ class DecisionsPanel(QWidget):
             for item in self.items:
                 row = QTreeWidgetItem([self._what(item), self._source(item), format_age(item.age())])
                 row.setData(0, _ID_ROLE, item.id)
-                row.setToolTip(0, item.summary())
+                row.setToolTip(0, plain_tooltip(item.summary()))  # Q1: the model's command as written
                 if item.source == "task":
-                    row.setToolTip(1, f"Background task {item.task_id} of the sub-agent {item.agent} "
-                                      f"(its thread {item.thread_id})")
+                    row.setToolTip(1, plain_tooltip(f"Background task {item.task_id} of the sub-agent {item.agent} "
+                                                    f"(its thread {item.thread_id})"))
                 else:
-                    row.setToolTip(1, f"Thread “{item.thread_title}” ({item.thread_id}), agent {item.agent}"
-                                   + (" — the thread open now" if item.current else ""))
+                    now = " — the thread open now" if item.current else ""
+                    row.setToolTip(1, plain_tooltip(f"Thread “{item.thread_title}” ({item.thread_id}), agent "
+                                                    f"{item.agent}{now}"))
                 rows.append(row)
             self.tree.addTopLevelItems(rows)
             index = next((i for i, it in enumerate(self.items) if it.id == keep), 0 if self.items else -1)

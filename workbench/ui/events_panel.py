@@ -26,7 +26,6 @@ from PySide6.QtWidgets import (
     QComboBox,
     QHBoxLayout,
     QHeaderView,
-    QLabel,
     QLineEdit,
     QTableView,
     QVBoxLayout,
@@ -34,6 +33,7 @@ from PySide6.QtWidgets import (
 )
 
 from workbench.session import Event
+from workbench.ui.plain_text import plain_label, plain_tooltip
 from workbench.ui.style import is_dark, status_class, status_color
 from workbench.ui.table_model import RowsTableModel
 
@@ -144,11 +144,12 @@ class EventsModel(RowsTableModel):
             return None
         if role == Qt.ItemDataRole.ToolTipRole:
             if col == TIME:
-                return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(event.time)) + f" (#{event.seq})"
+                stamp = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(event.time))
+                return plain_tooltip(f"{stamp} (#{event.seq})")
             if col == RUN:
-                return event.run_id
+                return plain_tooltip(event.run_id)
             if col == SUMMARY:
-                return json.dumps(event.data, indent=2, ensure_ascii=False, default=str)[:4000]
+                return plain_tooltip(json.dumps(event.data, indent=2, ensure_ascii=False, default=str)[:4000])
             return None
         if role == Qt.ItemDataRole.TextAlignmentRole and col == STEP:
             return int(Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter)
@@ -238,7 +239,7 @@ class EventsPanel(QWidget):
         self.text_filter.setAccessibleName("Filter events")
         self.text_filter.setPlaceholderText("Filter events…")
         self.text_filter.setClearButtonEnabled(True)
-        self.count_label = QLabel(self)
+        self.count_label = plain_label(self)
         self.count_label.setProperty("role", "muted")
 
         self.view = QTableView(self)

@@ -41,7 +41,6 @@ from PySide6.QtGui import QFontDatabase, QGuiApplication, QKeySequence, QShortcu
 from PySide6.QtWidgets import (
     QFrame,
     QHBoxLayout,
-    QLabel,
     QPlainTextEdit,
     QPushButton,
     QSizePolicy,
@@ -53,6 +52,7 @@ from workbench.engine.tokens import estimate_tokens
 from workbench.errors import AccessDenied, BackendIOError, BackendRefusal, FileNotFound, WorkbenchError
 from workbench.ui.markdown_highlighter import MarkdownHighlighter
 from workbench.ui.panel_tasks import PanelTasks
+from workbench.ui.plain_text import plain_label, plain_tooltip
 from workbench.ui.style import set_status_property
 
 if TYPE_CHECKING:
@@ -215,7 +215,7 @@ class InstructionsEditor(QWidget):
         self._saving = False
         self._loading = False
 
-        self.path_label = QLabel("No file open", self)
+        self.path_label = plain_label("No file open", self)
         self.path_label.setObjectName("instructionsPath")
         font = self.path_label.font()
         font.setBold(True)
@@ -230,7 +230,7 @@ class InstructionsEditor(QWidget):
         self.revert_button.setEnabled(False)
         self.revert_button.clicked.connect(lambda: self.tasks.run(self.revert()))
 
-        self.verdict_label = QLabel(self)
+        self.verdict_label = plain_label(self)
         self.verdict_label.setObjectName("instructionsVerdict")
         self.verdict_label.setWordWrap(True)
         self.verdict_label.setVisible(False)
@@ -238,7 +238,7 @@ class InstructionsEditor(QWidget):
         self.conflict_bar = QFrame(self)
         self.conflict_bar.setObjectName("instructionsConflictBar")
         self.conflict_bar.setFrameShape(QFrame.Shape.StyledPanel)
-        self.conflict_label = QLabel(self.conflict_bar)
+        self.conflict_label = plain_label(self.conflict_bar)
         self.conflict_label.setObjectName("instructionsConflictText")
         self.conflict_label.setWordWrap(True)
         set_status_property(self.conflict_label, "denied")
@@ -276,10 +276,10 @@ class InstructionsEditor(QWidget):
         self.highlighter = MarkdownHighlighter(self.text_edit.document())
         self.text_edit.textChanged.connect(self._on_text_changed)
 
-        self.token_label = QLabel(self)
+        self.token_label = plain_label(self)
         self.token_label.setObjectName("instructionsTokens")
         self.token_label.setWordWrap(True)
-        self.message_label = QLabel(self)
+        self.message_label = plain_label(self)
         self.message_label.setObjectName("instructionsMessage")
         self.message_label.setWordWrap(True)
         self.message_label.setProperty("role", "muted")
@@ -547,8 +547,8 @@ class InstructionsEditor(QWidget):
         else:
             self.token_label.setText(f"{n:,} / {limit:,} tokens")
             set_status_property(self.token_label, None)
-        self.token_label.setToolTip(f"Estimated tokens of the editor's text; the whole instructions section "
-                                    f"is at most {self.max_total_tokens:,}.")
+        self.token_label.setToolTip(plain_tooltip(f"Estimated tokens of the editor's text; the whole instructions "
+                                                  f"section is at most {self.max_total_tokens:,}."))
         return n
 
     @Slot()
@@ -666,7 +666,7 @@ class InstructionsEditor(QWidget):
         dirty = self.dirty
         self.save_button.setEnabled(is_open and self._can_save and not self._saving and dirty)
         if is_open and not self._can_save and self._why_not:
-            self.save_button.setToolTip(f"Cannot save: {self._why_not}")
+            self.save_button.setToolTip(plain_tooltip(f"Cannot save: {self._why_not}"))
         else:
             self.save_button.setToolTip("Save the file (Ctrl+S); the agent sees it from the next run")
         self.revert_button.setEnabled(is_open and (dirty or self._conflict))

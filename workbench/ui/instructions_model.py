@@ -17,6 +17,7 @@ from PySide6.QtGui import QColor
 from PySide6.QtWidgets import QWidget
 
 from workbench.engine.tokens import estimate_tokens
+from workbench.ui.plain_text import plain_tooltip
 from workbench.ui.style import is_dark, status_color
 from workbench.ui.table_model import RowsTableModel
 
@@ -185,7 +186,7 @@ class DocumentsModel(RowsTableModel):
                 lines.append(f"On disk now: {d.disk_tokens:,} tokens (limit {self.max_file_tokens:,} per file)")
             elif d.disk_state in ("missing", "refused"):
                 lines.append(f"On disk now: {d.disk_state}" + (f" ({d.disk_reason})" if d.disk_reason else ""))
-            return "\n".join(lines)
+            return plain_tooltip("\n".join(lines))
         if role == Qt.ItemDataRole.ForegroundRole:
             if col == FATE:
                 if d.fate:

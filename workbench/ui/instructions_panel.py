@@ -25,7 +25,6 @@ from PySide6.QtGui import QFontDatabase
 from PySide6.QtWidgets import (
     QAbstractItemView,
     QHeaderView,
-    QLabel,
     QPlainTextEdit,
     QSplitter,
     QTreeView,
@@ -39,6 +38,7 @@ from workbench.ui.instructions_editor import InstructionsEditor, read_instructio
 from workbench.ui.instructions_model import FATE, FILE, TOKENS, DocRole, DocumentsModel, InstructionDoc
 from workbench.ui.markdown_highlighter import DiffHighlighter
 from workbench.ui.panel_tasks import PanelTasks, Start
+from workbench.ui.plain_text import plain_label
 from workbench.ui.style import is_dark, set_status_property
 
 if TYPE_CHECKING:
@@ -112,7 +112,7 @@ class InstructionsPanel(QWidget):
         header.setSectionResizeMode(TOKENS, QHeaderView.ResizeMode.ResizeToContents)
         self.view.selectionModel().currentRowChanged.connect(self._on_current_changed)
         self.model.modelReset.connect(self._reselect_open)
-        self.section_label = QLabel(self)
+        self.section_label = plain_label(self)
         self.section_label.setObjectName("instructionsSection")
         self.section_label.setProperty("role", "muted")
         self.section_label.setWordWrap(True)
@@ -123,10 +123,10 @@ class InstructionsPanel(QWidget):
         self.editor.sig_file_opened.connect(self._select_row)
 
         # -- the agent's last change ----------------------------------------------------------------------
-        self.agent_title = QLabel("Last change by the agent", self)
+        self.agent_title = plain_label("Last change by the agent", self)
         self.agent_title.setObjectName("instructionsAgentTitle")
         self.agent_title.setFont(self.editor.path_label.font())
-        self.agent_label = QLabel("None in this session yet: when the agent edits one of these files, the diff shows here.", self)
+        self.agent_label = plain_label("None in this session yet: when the agent edits one of these files, the diff shows here.", self)
         self.agent_label.setObjectName("instructionsAgentInfo")
         self.agent_label.setProperty("role", "muted")
         self.agent_label.setWordWrap(True)

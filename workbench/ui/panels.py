@@ -16,9 +16,10 @@ from collections.abc import Callable
 from typing import Any
 
 from PySide6.QtCore import Qt
-from PySide6.QtWidgets import QLabel, QVBoxLayout, QWidget
+from PySide6.QtWidgets import QVBoxLayout, QWidget
 
 from workbench.ui import qt_async
+from workbench.ui.plain_text import plain_label
 
 log = logging.getLogger(__name__)
 
@@ -49,7 +50,7 @@ class PanelError(QWidget):
                         f"{type(error).__name__}: {error}. The rest of the window works; see the log for "
                         "the traceback, and reinstall the workbench if the error persists.")
         lay = QVBoxLayout(self)
-        label = QLabel(self.message, self)
+        label = plain_label(self.message, self)
         label.setObjectName("panelLoadErrorText")
         label.setWordWrap(True)
         label.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)

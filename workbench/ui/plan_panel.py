@@ -25,13 +25,13 @@ from PySide6.QtGui import QColor, QFont, QIcon, QPainter, QPixmap
 from PySide6.QtWidgets import (
     QAbstractItemView,
     QHBoxLayout,
-    QLabel,
     QListView,
     QToolButton,
     QVBoxLayout,
     QWidget,
 )
 
+from workbench.ui.plain_text import plain_label, plain_tooltip
 from workbench.ui.style import is_dark, status_color
 
 if TYPE_CHECKING:
@@ -158,7 +158,7 @@ class TodoListModel(QAbstractListModel):
         if role == Qt.ItemDataRole.DecorationRole:
             return status_icon(status)
         if role == Qt.ItemDataRole.ToolTipRole:
-            return f"{GLYPHS[status]} #{item['id']} · {LABELS[status]}\n{item['content']}"
+            return plain_tooltip(f"{GLYPHS[status]} #{item['id']} · {LABELS[status]}\n{item['content']}")
         if role == Qt.ItemDataRole.AccessibleTextRole:
             return f"{LABELS[status]}: {item['content']}"
         if role == Qt.ItemDataRole.FontRole:
@@ -318,7 +318,8 @@ class PlanHistoryModel(QAbstractListModel):
             return f"{time.strftime('%H:%M:%S', time.localtime(c.time))}  step {c.step}  —  {c.summary()}"
         if role == Qt.ItemDataRole.ToolTipRole:
             stamp = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(c.time))
-            return f"{stamp} · run {c.run_id[:8]} · step {c.step} · {c.count} item(s)\n{c.details(self._contents)}"
+            return plain_tooltip(f"{stamp} · run {c.run_id[:8]} · step {c.step} · {c.count} item(s)\n"
+                                 f"{c.details(self._contents)}")
         if role == ItemRole:
             return c
         return None
@@ -349,7 +350,7 @@ class PlanPanel(QWidget):
         self.model = TodoListModel(self)
         self.history_model = PlanHistoryModel(self)
 
-        self.summary_label = QLabel(self)
+        self.summary_label = plain_label(self)
         self.summary_label.setObjectName("planSummary")
         self.summary_label.setProperty("role", "muted")
 
@@ -365,7 +366,7 @@ class PlanPanel(QWidget):
         self.view.setSpacing(2)
         self.view.setIconSize(QSize(16, 16))
 
-        self.placeholder = QLabel(
+        self.placeholder = plain_label(
             "No plan yet. For a task with several steps the agent writes one with write_todos; it shows here live.",
             self,
         )

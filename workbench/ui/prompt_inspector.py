@@ -29,7 +29,6 @@ from PySide6.QtWidgets import (
     QDialog,
     QHBoxLayout,
     QHeaderView,
-    QLabel,
     QPlainTextEdit,
     QPushButton,
     QSplitter,
@@ -41,6 +40,7 @@ from PySide6.QtWidgets import (
 from workbench.errors import WorkbenchError
 from workbench.ui.buttons import quiet_button
 from workbench.ui import qt_async
+from workbench.ui.plain_text import escape as _html, plain_label, plain_tooltip, rich_label
 from workbench.ui.style import safe_is_dark
 from workbench.ui.table_model import RowsTableModel
 
@@ -160,7 +160,7 @@ class BlocksModel(RowsTableModel):
         if role == Qt.ItemDataRole.ToolTipRole:
             where = "in the cacheable prefix" if i < self.prefix_end else "after the cacheable prefix"
             what = {"added": "; new since the previous call", "changed": "; its text changed since the previous call"}
-            return f"{block.label}: {block.role}, {block.tokens:,} tokens, {where}{what.get(change, '')}"
+            return plain_tooltip(f"{block.label}: {block.role}, {block.tokens:,} tokens, {where}{what.get(change, '')}")
         if role == Qt.ItemDataRole.BackgroundRole and change:
             return QColor(CHANGE_TINTS["dark" if safe_is_dark() else "light"][change])
         if role == Qt.ItemDataRole.TextAlignmentRole and col in (self.NUM, self.TOKENS):
@@ -194,15 +194,15 @@ class PromptInspector(QDialog):
         self._calls = {int(c["seq"]): dict(c) for c in calls if "seq" in c}
         self.call: dict[str, Any] = {}
 
-        self.header = QLabel(self)
+        self.header = rich_label(self)  # our bold; the model, step and status escaped
         self.header.setObjectName("promptHeader")
         self.header.setWordWrap(True)
         self.header.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
-        self.usage_label = QLabel(self)
+        self.usage_label = plain_label(self)
         self.usage_label.setObjectName("promptUsage")
         self.usage_label.setWordWrap(True)
         self.usage_label.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
-        self.diff_label = QLabel(self)
+        self.diff_label = plain_label(self)
         self.diff_label.setObjectName("promptDiff")
         self.diff_label.setWordWrap(True)
         self.diff_label.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
@@ -231,7 +231,7 @@ class PromptInspector(QDialog):
         side = QWidget(split)
         sl = QVBoxLayout(side)
         sl.setContentsMargins(0, 0, 0, 0)
-        self.block_title = QLabel(side)
+        self.block_title = plain_label(side)
         self.block_title.setObjectName("promptBlockTitle")
         self.block_title.setWordWrap(True)
         self.block_title.setStyleSheet("font-weight: 600;")
@@ -353,10 +353,6 @@ class PromptInspector(QDialog):
                 self.show_call(self._load(self.seqs[position]))
             except WorkbenchError as e:
                 self.diff_label.setText(f"Could not read call #{self.seqs[position]}: {e}")
-
-
-def _html(text: str) -> str:
-    return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
 
 
 # -- opening it ------------------------------------------------------------------------------------------------

@@ -25,7 +25,6 @@ from PySide6.QtWidgets import (
     QDialog,
     QFormLayout,
     QHBoxLayout,
-    QLabel,
     QLineEdit,
     QPushButton,
     QRadioButton,
@@ -36,6 +35,7 @@ from PySide6.QtWidgets import (
 )
 
 from workbench.ui import qt_async
+from workbench.ui.plain_text import escape as _html, literal_ampersands, plain_label, plain_tooltip, rich_label
 
 if TYPE_CHECKING:
     from workbench.session import Question
@@ -93,9 +93,9 @@ class RuleBuilderDialog(QDialog):
             self.subjects = [("invoke", self.tool, "ask")]
 
         lay = QVBoxLayout(self)
-        head = QLabel(f"Make a rule from this call: <b>{_html(self.tool)}</b>"
-                      + (f" · {_html(str(self.arguments['path']))}" if isinstance(self.arguments.get("path"), str)
-                         else ""))
+        head = rich_label(f"Make a rule from this call: <b>{_html(self.tool)}</b>"  # the tool and path escaped
+                          + (f" · {_html(str(self.arguments['path']))}" if isinstance(self.arguments.get("path"), str)
+                             else ""))
         head.setObjectName("rule_header")
         head.setWordWrap(True)
         lay.addWidget(head)
@@ -130,7 +130,7 @@ class RuleBuilderDialog(QDialog):
             self.level_buttons[level] = b
             level_lay.addWidget(b, 0, Qt.AlignmentFlag.AlignLeft)  # a click beside the text does nothing
         self.level_buttons["file"].setChecked(True)
-        self.level_label = QLabel("Paths:", self)
+        self.level_label = plain_label("Paths:", self)
         form.addRow(self.level_label, self.level_box)
 
         # Tool: exactly this one, or a glob.
@@ -138,7 +138,7 @@ class RuleBuilderDialog(QDialog):
         tool_lay = QHBoxLayout(self.tool_box)
         tool_lay.setContentsMargins(0, 0, 0, 0)
         self.tool_group = QButtonGroup(self)
-        self.tool_exact = QRadioButton(f"Only {self.tool}", self.tool_box)
+        self.tool_exact = QRadioButton(literal_ampersands(f"Only {self.tool}"), self.tool_box)
         self.tool_exact.setObjectName("tool_exact")
         self.tool_glob = QRadioButton("Tools matching:", self.tool_box)
         self.tool_glob.setObjectName("tool_glob")
@@ -162,7 +162,7 @@ class RuleBuilderDialog(QDialog):
         perms_files = self._rule_files()
         for scope in ("session", "project", "user"):
             text = SCOPE_WORDS[scope] + (f" — {perms_files[scope]}" if perms_files.get(scope) else "")
-            b = QRadioButton(text, self.scope_box)
+            b = QRadioButton(literal_ampersands(text), self.scope_box)
             b.setObjectName(f"scope_{scope}")
             b.setToolTip({"session": "Kept in memory for every thread of this workspace until Workbench quits",
                           "project": "Added to the workspace's workbench.yaml (its comments are kept)",
@@ -175,20 +175,20 @@ class RuleBuilderDialog(QDialog):
         form.addRow("Keep it for:", self.scope_box)
         lay.addLayout(form)
 
-        self.rule_text = QLabel(self)
+        self.rule_text = plain_label(self)
         self.rule_text.setObjectName("rule_text")
         self.rule_text.setFont(_mono())
         self.rule_text.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
         self.rule_text.setWordWrap(True)
         lay.addWidget(self.rule_text)
-        self.error_label = QLabel(self)
+        self.error_label = plain_label(self)
         self.error_label.setObjectName("rule_error")
         self.error_label.setProperty("status", "error")
         self.error_label.setWordWrap(True)
         self.error_label.hide()
         lay.addWidget(self.error_label)
 
-        self.preview_summary = QLabel("Looking through this workspace's threads…", self)
+        self.preview_summary = plain_label("Looking through this workspace's threads…", self)
         self.preview_summary.setObjectName("rule_preview_summary")
         self.preview_summary.setWordWrap(True)
         lay.addWidget(self.preview_summary)
@@ -268,7 +268,7 @@ class RuleBuilderDialog(QDialog):
                     pattern = self.session.build_rule("allow", action, target, level).pattern
                 except ValueError:
                     pattern = "?"
-                b.setText(f"{words[level]} — {pattern}")
+                b.setText(literal_ampersands(f"{words[level]} — {pattern}"))
         try:
             glob = self.glob_edit.text() if is_tool and self.tool_glob.isChecked() else target
             self.rule = self.session.build_rule(self.effect, action, glob, self.level)
@@ -329,7 +329,7 @@ class RuleBuilderDialog(QDialog):
             what = call.tool + "  " + ", ".join(t for a, t in e.matched if a != "invoke")
             item = QTreeWidgetItem([call.thread_title, what.strip() + ("  (edited)" if call.edited else ""),
                                     OUTCOME_WORDS.get(e.before, e.before), OUTCOME_WORDS.get(e.after, e.after)])
-            item.setToolTip(1, f"{call.tool} {call.arguments}")
+            item.setToolTip(1, plain_tooltip(f"{call.tool} {call.arguments}"))
             if e.changes:
                 font = item.font(3)
                 font.setBold(True)
@@ -391,10 +391,6 @@ def _tilde(path: str) -> str:
 
     home = os.path.expanduser("~")
     return "~" + path[len(home):] if home not in ("", "/") and path.startswith(home + os.sep) else path
-
-
-def _html(text: str) -> str:
-    return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
 
 
 def describe_saved(saved: Any) -> str:

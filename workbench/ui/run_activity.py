@@ -16,9 +16,10 @@ from __future__ import annotations
 import time
 from typing import TYPE_CHECKING, Any
 
-from PySide6.QtCore import Qt, QTimer, Slot
-from PySide6.QtWidgets import QFrame, QHBoxLayout, QLabel, QStatusBar, QWidget
+from PySide6.QtCore import QTimer, Slot
+from PySide6.QtWidgets import QFrame, QHBoxLayout, QStatusBar, QWidget
 
+from workbench.ui.plain_text import plain_label
 from workbench.ui.steady_label import SteadyLabel
 
 if TYPE_CHECKING:
@@ -43,9 +44,8 @@ class ThinkingRow(QFrame):
         lay = QHBoxLayout(self)
         lay.setContentsMargins(10, 2, 10, 2)
         # A glyph as well as the words: the state is never told by colour or motion alone (G14).
-        self.label = QLabel(self)
+        self.label = plain_label(self)
         self.label.setObjectName("thinking_text")
-        self.label.setTextFormat(Qt.TextFormat.PlainText)
         lay.addWidget(self.label)
         lay.addStretch(1)
         self.setAccessibleName("Model status")

@@ -7,6 +7,8 @@ from collections.abc import Sequence
 
 from PySide6.QtWidgets import QAbstractButton, QMessageBox, QWidget
 
+from workbench.ui.plain_text import plain_message_box
+
 ROLE = QMessageBox.ButtonRole
 
 
@@ -16,6 +18,7 @@ def safe_choice_box(parent: QWidget | None, name: str, title: str, text: str,
     """A warning box named ``name`` with a button per ``(button name, label, role)``, the button named
     ``safe`` its default and Escape button and no other a default. The box and its buttons by name."""
     box = QMessageBox(QMessageBox.Icon.Warning, title, text, QMessageBox.StandardButton.NoButton, parent)
+    plain_message_box(box)  # the text (and an informative text set later) names paths, agents: shown as written
     box.setObjectName(name)
     buttons: dict[str, QAbstractButton] = {}
     for button_name, label, role in choices:

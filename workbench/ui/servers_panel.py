@@ -32,7 +32,6 @@ from PySide6.QtWidgets import (
     QAbstractItemView,
     QHBoxLayout,
     QHeaderView,
-    QLabel,
     QPlainTextEdit,
     QSplitter,
     QTableView,
@@ -44,6 +43,7 @@ from PySide6.QtWidgets import (
 from workbench.errors import WorkbenchError
 from workbench.ui import qt_async
 from workbench.ui.buttons import quiet_button
+from workbench.ui.plain_text import plain_label, plain_tooltip
 from workbench.ui.style import is_dark, status_color
 from workbench.ui.table_model import RowsTableModel, two_line_table
 
@@ -131,8 +131,8 @@ class ServersModel(RowsTableModel):
             return None
         if role == Qt.ItemDataRole.ToolTipRole:
             if col == self.STATUS:
-                return STATUS_HELP.get(info.status, info.status) + (f"\n{info.error}" if info.error else "")
-            return f"{info.name} ({info.transport}): {info.target}"
+                return plain_tooltip(STATUS_HELP.get(info.status, info.status) + (f"\n{info.error}" if info.error else ""))
+            return plain_tooltip(f"{info.name} ({info.transport}): {info.target}")
         if role == Qt.ItemDataRole.ForegroundRole and col == self.STATUS:
             return QColor(status_color(_STYLE_CLASS.get(info.status, "aborted"), is_dark()))
         if role == NameRole:
@@ -186,7 +186,7 @@ class ToolsModel(RowsTableModel):
             elif col == self.RUNS:
                 lines.append("Annotated read-only by the server: runs without asking under the default `ask`"
                              if tool.read_only else "Asks you before it runs (unless a rule allows it)")
-            return "\n".join(x for x in lines if x)
+            return plain_tooltip("\n".join(x for x in lines if x))  # the server's tool names and descriptions
         if role == NameRole:
             return tool.tool
         return None
@@ -235,7 +235,7 @@ class ServersPanel(QWidget):
 
         lay = QVBoxLayout(self)
         lay.setContentsMargins(6, 6, 6, 6)
-        self.summary = QLabel(self)
+        self.summary = plain_label(self)
         self.summary.setObjectName("serversSummary")
         self.summary.setWordWrap(True)
         lay.addWidget(self.summary)
@@ -256,13 +256,13 @@ class ServersPanel(QWidget):
         detail = QWidget(self)
         dl = QVBoxLayout(detail)
         dl.setContentsMargins(0, 0, 0, 0)
-        self.title = QLabel(detail)
+        self.title = plain_label(detail)  # the server's own name and version: shown as written
         self.title.setObjectName("serverTitle")
         self.title.setWordWrap(True)
         self.title.setStyleSheet("font-weight: 600;")
         self.title.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
         dl.addWidget(self.title)
-        self.error = QLabel(detail)
+        self.error = plain_label(detail)
         self.error.setObjectName("serverError")
         self.error.setWordWrap(True)
         self.error.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)

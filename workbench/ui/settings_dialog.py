@@ -52,6 +52,7 @@ from workbench.errors import WorkbenchError
 from workbench.secrets import env_var_for, provider_of
 from workbench.settings_scope import BUILTIN, ENVIRONMENT, KEYS, OVERRIDE, PLACE_LABELS, USER, WORKSPACE, resolve
 from workbench.ui.dialog_fit import grow_with_contents
+from workbench.ui.plain_text import plain_label
 from workbench.ui.style import set_status_property
 
 log = logging.getLogger(__name__)
@@ -190,7 +191,7 @@ class SettingsDialog(QDialog):
         self.forget_button = QPushButton("Forget saved key", self)
         self.forget_button.setObjectName("settingsForgetKey")
         self.forget_button.setAutoDefault(False)
-        self.key_source_label = QLabel(self)
+        self.key_source_label = plain_label(self)
         self.key_source_label.setObjectName("settingsKeySource")
         self.key_source_label.setProperty("role", "muted")
         self.key_source_label.setWordWrap(True)
@@ -218,12 +219,12 @@ class SettingsDialog(QDialog):
         self.test_button = QPushButton("Test connection", self)
         self.test_button.setObjectName("settingsTestConnection")
         self.test_button.setAutoDefault(False)
-        self.test_label = QLabel(self)
+        self.test_label = plain_label(self)
         self.test_label.setObjectName("settingsTestResult")
         self.test_label.setWordWrap(True)
         self.test_label.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
 
-        self.error_label = QLabel(self)
+        self.error_label = plain_label(self)
         self.error_label.setObjectName("settingsError")
         self.error_label.setWordWrap(True)
         self.error_label.setVisible(False)
@@ -243,13 +244,13 @@ class SettingsDialog(QDialog):
         self.save_to.setCurrentIndex(0 if has_ws and from_ws else 1)
         self.source_labels: dict[str, QLabel] = {}
         for key in KEYS:
-            label = QLabel(self)
+            label = plain_label(self)
             label.setObjectName(f"settingsSource_{key.replace('.', '_')}")
             label.setProperty("role", "muted")
             label.setWordWrap(True)
             label.setText(self._source_text(key))
             self.source_labels[key] = label
-        self.scope_note = QLabel(self)
+        self.scope_note = plain_label(self)
         self.scope_note.setObjectName("settingsScopeNote")
         self.scope_note.setWordWrap(True)
         self.scope_note.setVisible(False)
@@ -314,7 +315,7 @@ class SettingsDialog(QDialog):
         grow_with_contents(self)  # a longer message or key source makes it taller, never clipped
 
     def _label(self, text: str, buddy: QWidget) -> QLabel:
-        label = QLabel(text, self)
+        label = plain_label(text, self)
         label.setBuddy(buddy)
         return label
 

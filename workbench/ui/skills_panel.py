@@ -23,7 +23,6 @@ from PySide6.QtWidgets import (
     QAbstractItemView,
     QHBoxLayout,
     QHeaderView,
-    QLabel,
     QPlainTextEdit,
     QPushButton,
     QSplitter,
@@ -36,6 +35,7 @@ from workbench.backends.base import is_under
 from workbench.errors import BackendIOError, BackendRefusal, FileNotFound
 from workbench.ui.markdown_highlighter import MarkdownHighlighter
 from workbench.ui.panel_tasks import PanelTasks, Start
+from workbench.ui.plain_text import plain_label, plain_tooltip
 from workbench.ui.style import is_dark, status_color
 from workbench.ui.table_model import RowsTableModel
 
@@ -219,7 +219,7 @@ class SkillsModel(RowsTableModel):
             if r.allowed_tools:
                 lines.append("allowed-tools: " + ", ".join(r.allowed_tools))
             lines.append(f"Status: {r.status_text}")
-            return "\n".join(lines)
+            return plain_tooltip("\n".join(lines))  # a skill's name and description are a file's words
         if role == Qt.ItemDataRole.ForegroundRole:
             if r.listed:
                 return None
@@ -268,10 +268,10 @@ class SkillsPanel(QWidget):
         self.reload_button.setObjectName("skillsReload")
         self.reload_button.setToolTip("Read the skill sources again (the agent sees the change from its next run)")
         self.reload_button.clicked.connect(lambda: self.tasks.run(self.reload()))
-        self.count_label = QLabel(self)
+        self.count_label = plain_label(self)
         self.count_label.setProperty("role", "muted")
 
-        self.note_label = QLabel(self)
+        self.note_label = plain_label(self)
         self.note_label.setObjectName("skillsNote")
         self.note_label.setProperty("role", "muted")
         self.note_label.setWordWrap(True)
@@ -293,16 +293,15 @@ class SkillsPanel(QWidget):
         for col in (NAME, STATUS, SOURCE):
             header.setSectionResizeMode(col, QHeaderView.ResizeMode.ResizeToContents)
 
-        self.reasons_label = QLabel(self)
+        self.reasons_label = plain_label(self)
         self.reasons_label.setObjectName("skillsReasons")
         self.reasons_label.setWordWrap(True)
-        self.reasons_label.setTextFormat(Qt.TextFormat.PlainText)
         self.reasons_label.setProperty("role", "muted")
         self.reasons_label.setVisible(False)
         self.view.doubleClicked.connect(self._on_double_clicked)
         self.view.selectionModel().selectionChanged.connect(self._on_selection)
 
-        self.viewer_title = QLabel("Select a skill and press Open (or double-click it) to read its SKILL.md.", self)
+        self.viewer_title = plain_label("Select a skill and press Open (or double-click it) to read its SKILL.md.", self)
         self.viewer_title.setObjectName("skillsViewerTitle")
         self.viewer_title.setProperty("role", "muted")
         self.viewer_title.setWordWrap(True)

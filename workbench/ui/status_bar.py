@@ -14,9 +14,10 @@ from __future__ import annotations
 from typing import Any
 
 from PySide6.QtCore import Qt, Signal
-from PySide6.QtWidgets import QLabel, QSizePolicy, QStatusBar, QToolButton, QWidget
+from PySide6.QtWidgets import QSizePolicy, QStatusBar, QToolButton, QWidget
 
 from workbench.ui.budget_panel import FIGURE_EVENTS, field_label, format_amount, level_for
+from workbench.ui.plain_text import plain_label, plain_tooltip
 from workbench.ui.steady_label import SteadyLabel
 from workbench.ui.style import set_status_property
 
@@ -107,9 +108,9 @@ class RunStatusBar(QStatusBar):
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
         self.setObjectName("runStatusBar")
-        self.model_label = QLabel(self)
+        self.model_label = plain_label(self)
         self.model_label.setObjectName("statusModel")
-        self.status_label = QLabel(self)
+        self.status_label = plain_label(self)
         self.status_label.setObjectName("statusRun")
         # The two that change every step are steady: their changes never lay the main window out again.
         self.usage_label = SteadyLabel(self)
@@ -117,7 +118,7 @@ class RunStatusBar(QStatusBar):
         self.budget_label = SteadyLabel(self)  # G11: the engine's budget figures
         self.budget_label.setObjectName("statusBudget")
         self.budget_label.setAccessibleName("Budget")
-        self.sandbox_label = QLabel(self)  # E5: whether the agent's commands run in a sandbox
+        self.sandbox_label = plain_label(self)  # E5: whether the agent's commands run in a sandbox
         self.sandbox_label.setObjectName("statusSandbox")
         # It gives way in a narrow window (clipped, never wider than the window's minimum): the run's state
         # and figures beside it matter more, and its whole text is in the tooltip.
@@ -183,7 +184,7 @@ class RunStatusBar(QStatusBar):
         active = bool(info.get("active"))
         text = "commands: sandboxed" if active else "commands: no sandbox"
         self.sandbox_label.setText(text)
-        self.sandbox_label.setToolTip(f"Sandbox for the agent's commands: {info.get('text', '')}")
+        self.sandbox_label.setToolTip(plain_tooltip(f"Sandbox for the agent's commands: {info.get('text', '')}"))
         self.sandbox_label.setAccessibleName(f"{text}. {info.get('text', '')}")
         set_status_property(self.sandbox_label, "" if active else "interrupted")
         self.sandbox_label.show()
@@ -191,9 +192,9 @@ class RunStatusBar(QStatusBar):
     def set_model(self, name: str | None) -> None:
         """Show the model; ``demo`` reads "demo (offline)"."""
         self.model_label.setText(model_label(name))
-        self.model_label.setToolTip(
+        self.model_label.setToolTip(plain_tooltip(
             "The offline demo model: scripted, no key, no cost" if name == "demo" else f"Model: {name or 'none'}"
-        )
+        ))
 
     def set_status(self, status: str | None) -> None:
         """Show the run status in words, coloured by the style sheet's ``[status=…]`` rules."""
@@ -209,7 +210,7 @@ class RunStatusBar(QStatusBar):
         else:
             text = f"Thread {format_usage(thread)}"
         self.usage_label.setText(text)
-        self.usage_label.setToolTip(_details("This run", run) + "\n" + _details("This thread", thread))
+        self.usage_label.setToolTip(plain_tooltip(_details("This run", run) + "\n" + _details("This thread", thread)))
 
     def set_budgets(self, figures: list[dict[str, Any]] | None) -> None:
         """Show the engine's budget figures (``Session.budget_figures()``); replaces what was shown."""
@@ -248,9 +249,9 @@ class RunStatusBar(QStatusBar):
         self.budget_label.setText(f"Budget ({scope}): {field_label(field).lower()} "
                                   f"{format_amount(field, spent)} / {format_amount(field, limit)}{reached}")
         set_status_property(self.budget_label, {"ok": "", "warn": "interrupted", "over": "failed"}[level_for(spent, limit)])
-        self.budget_label.setToolTip("\n".join(
+        self.budget_label.setToolTip(plain_tooltip("\n".join(
             f"{sc} budget {i + 1}: {field_label(f).lower()} {format_amount(f, s)} of {format_amount(f, lim)}"
-            for _r, i, sc, f, s, lim in rows))
+            for _r, i, sc, f, s, lim in rows)))
         self.budget_label.show()
 
     def handle_event(self, event: Any) -> None:

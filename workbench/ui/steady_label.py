@@ -13,6 +13,8 @@ from __future__ import annotations
 from PySide6.QtCore import QEvent
 from PySide6.QtWidgets import QLabel, QWidget
 
+from workbench.ui.plain_text import make_plain
+
 #: Widths are rounded up to this many pixels, and shrink only when the text needs two steps less.
 STEP = 24
 
@@ -22,6 +24,7 @@ class SteadyLabel(QLabel):
 
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
+        make_plain(self)  # its text shows as written, never as markup (plain_text)
         self._fit()
 
     def setText(self, text: str) -> None:  # noqa: N802 - Qt's name

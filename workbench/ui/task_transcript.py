@@ -19,9 +19,10 @@ import logging
 from typing import TYPE_CHECKING, Any
 
 from PySide6.QtCore import QEvent, QObject, Qt, QTimer, Signal, Slot
-from PySide6.QtWidgets import QFrame, QHBoxLayout, QLabel, QPushButton, QStackedWidget, QVBoxLayout, QWidget
+from PySide6.QtWidgets import QFrame, QHBoxLayout, QPushButton, QStackedWidget, QVBoxLayout, QWidget
 
 from workbench.ui.bridge import Bridge
+from workbench.ui.plain_text import plain_label, plain_tooltip
 from workbench.ui.tasks_panel import STATUS_HELP, status_text
 from workbench.ui.transcript import TranscriptView
 from workbench.ui.transcript_style import palette
@@ -57,13 +58,13 @@ class TaskTranscript(QWidget):
         bar.setContentsMargins(8, 4, 8, 4)
         text = QVBoxLayout()
         text.setSpacing(0)
-        self.title = QLabel(self.bar)
+        self.title = plain_label(self.bar)
         self.title.setObjectName("task_transcript_title")
         self.title.setStyleSheet("font-weight: 600;")
         self.title.setWordWrap(True)
         self.title.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
         text.addWidget(self.title)
-        self.status = QLabel(self.bar)
+        self.status = plain_label(self.bar)
         self.status.setObjectName("task_transcript_status")
         self.status.setProperty("role", "muted")
         self.status.setWordWrap(True)
@@ -116,7 +117,7 @@ class TaskTranscript(QWidget):
             ending = f" ({task.error})"
         self.status.setText(f"{status_text(task.status)}{ending} · {kind} task of this thread · "
                             f"{task.usage.total_tokens:,} tokens")
-        self.status.setToolTip(STATUS_HELP.get(task.status, task.status))
+        self.status.setToolTip(plain_tooltip(STATUS_HELP.get(task.status, task.status)))
         self.bar.setAccessibleName(self.title.text())
         bar = self.view.verticalScrollBar()
         at_end = bar.value() >= bar.maximum() - 8

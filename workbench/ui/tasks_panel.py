@@ -36,7 +36,6 @@ from PySide6.QtWidgets import (
     QDialog,
     QHBoxLayout,
     QHeaderView,
-    QLabel,
     QMessageBox,
     QPlainTextEdit,
     QPushButton,
@@ -47,6 +46,7 @@ from PySide6.QtWidgets import (
 
 from workbench.ui.buttons import quiet_button
 from workbench.ui import qt_async
+from workbench.ui.plain_text import escape as _html, plain_label, plain_message_box, plain_tooltip, rich_label
 from workbench.ui.style import is_dark, status_color
 from workbench.ui.safe_choice import ROLE, safe_choice_box
 from workbench.ui.table_model import RowsTableModel, two_line_table
@@ -270,13 +270,13 @@ class TasksModel(RowsTableModel):
             return None
         if role == Qt.ItemDataRole.ToolTipRole:
             if col == STATUS:
-                return STATUS_HELP.get(row.status, row.status) + (f"\n{row.error}" if row.error else "")
+                return plain_tooltip(STATUS_HELP.get(row.status, row.status) + (f"\n{row.error}" if row.error else ""))
             if col == USAGE and row.cost_usd is None and row.tokens:
                 return "Not priced: litellm has no price for this sub-agent's model"
             if col == LAST_TOOL and row.last_tool:
-                return f"The last tool the sub-agent called: {row.last_tool}"
+                return plain_tooltip(f"The last tool the sub-agent called: {row.last_tool}")
             kind = "background" if row.background else "foreground (the thread's run waits for it)"
-            return f"Task {row.id} — sub-agent {row.agent}, {kind}\n{row.description}"
+            return plain_tooltip(f"Task {row.id} — sub-agent {row.agent}, {kind}\n{row.description}")
         if role == Qt.ItemDataRole.TextAlignmentRole and col == USAGE:
             return int(Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter)
         if role == Qt.ItemDataRole.ForegroundRole and col == STATUS:
@@ -307,9 +307,10 @@ class ContinueDialog(QDialog):
         self.setWindowTitle("Continue task")
         self.resize(480, 240)
         lay = QVBoxLayout(self)
-        intro = QLabel(f"Further instructions for the sub-agent <b>{_html(task.agent)}</b> (task {_html(task.id)}, "
-                       f"{STATUS_WORDS.get(task.status, task.status)}). It goes on in the background, on its own "
-                       "conversation; the thread's agent is told when it settles again.", self)
+        intro = rich_label(  # our bold; the agent, task and status escaped
+            f"Further instructions for the sub-agent <b>{_html(task.agent)}</b> (task {_html(task.id)}, "
+            f"{_html(STATUS_WORDS.get(task.status, task.status))}). It goes on in the background, on its own "
+            "conversation; the thread's agent is told when it settles again.", self)
         intro.setObjectName("continue_task_intro")
         intro.setWordWrap(True)
         lay.addWidget(intro)
@@ -366,7 +367,7 @@ class TasksPanel(QWidget):
 
         lay = QVBoxLayout(self)
         lay.setContentsMargins(6, 6, 6, 6)
-        self.summary = QLabel(self)
+        self.summary = plain_label(self)
         self.summary.setObjectName("tasksSummary")
         self.summary.setWordWrap(True)
         lay.addWidget(self.summary)
@@ -393,7 +394,7 @@ class TasksPanel(QWidget):
         detail = QWidget(self)
         dl = QVBoxLayout(detail)
         dl.setContentsMargins(0, 0, 0, 0)
-        self.title = QLabel(detail)
+        self.title = plain_label(detail)
         self.title.setObjectName("taskTitle")
         self.title.setWordWrap(True)
         self.title.setStyleSheet("font-weight: 600;")
@@ -647,16 +648,13 @@ class TasksPanel(QWidget):
 
     async def _refused(self, title: str, text: str) -> None:
         """Say why a request on a task was refused (the panel goes on)."""
-        box = QMessageBox(QMessageBox.Icon.Information, title, text, QMessageBox.StandardButton.Ok, self)
+        box = plain_message_box(QMessageBox(QMessageBox.Icon.Information, title, text, QMessageBox.StandardButton.Ok,
+                                            self))  # the refusal quotes stored data: shown as written
         box.setObjectName("task_refused")
         try:
             await qt_async.ask_dialog(box)
         finally:
             qt_async.release_dialog(box)
-
-
-def _html(text: str) -> str:
-    return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
 
 
 __all__ = ["COLUMNS", "GLYPHS", "STATUS_WORDS", "ContinueDialog", "TaskRow", "TasksModel", "TasksPanel",

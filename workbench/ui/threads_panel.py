@@ -25,6 +25,7 @@ from PySide6.QtWidgets import (
 )
 
 from workbench.errors import RunError
+from workbench.ui.plain_text import plain_message_box, plain_tooltip
 from workbench.ui.qt_async import ask_dialog, release_dialog, start
 
 if TYPE_CHECKING:
@@ -136,7 +137,7 @@ class ThreadsPanel(QWidget):
                 item.setData(ThreadIdRole, t.id)
                 item.setData(StatusRole, t.status)
                 tip = _STATUS_TIPS.get(t.status)
-                item.setToolTip(f"{title}\n{meta}" + (f"\n{tip}" if tip else ""))
+                item.setToolTip(plain_tooltip(f"{title}\n{meta}" + (f"\n{tip}" if tip else "")))
                 self.list.addItem(item)
                 if t.id == current:
                     self.list.setCurrentItem(item)
@@ -226,6 +227,7 @@ class ThreadsPanel(QWidget):
         box = QMessageBox(QMessageBox.Icon.Warning, "Delete thread",
                           f"Delete “{title}”? Its messages, events and usage are removed for good.",
                           QMessageBox.StandardButton.Yes | QMessageBox.StandardButton.Cancel, self)
+        plain_message_box(box)  # the title is the thread's (a model may have named it): shown as written
         box.setObjectName("delete_thread_dialog")
         box.setDefaultButton(QMessageBox.StandardButton.Cancel)
         self._dialog = box
@@ -251,6 +253,7 @@ class ThreadsPanel(QWidget):
         """Say why the thread was not deleted (the session's refusal names the run's holder)."""
         box = QMessageBox(QMessageBox.Icon.Information, "Thread not deleted", f"“{title}” was not deleted: {why}",
                           QMessageBox.StandardButton.Ok, self)
+        plain_message_box(box)
         box.setObjectName("delete_thread_refused")
         self._dialog = box
         try:

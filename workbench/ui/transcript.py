@@ -24,8 +24,9 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from PySide6.QtCore import QEvent, Qt, Signal, Slot
-from PySide6.QtWidgets import QLabel, QWidget
+from PySide6.QtWidgets import QWidget
 
+from workbench.ui.plain_text import plain_tooltip, rich_label
 from workbench.ui.run_activity import ThinkingRow
 from workbench.ui.transcript_blocks import MessageBlock, NoticeBlock, ToolCallRow
 from workbench.ui.transcript_endings import RunEndings
@@ -110,11 +111,10 @@ class TranscriptView(RowList):
         self._palette = palette()
         self._content.setStyleSheet(transcript_style_sheet(self._palette))
         # What an empty thread shows instead of a blank area (not one of the blocks).
-        self.empty_hint = QLabel(self._content)
+        self.empty_hint = rich_label(self._content)  # static text of ours (task_transcript's too)
         self.empty_hint.setObjectName("transcript_empty")
         self.empty_hint.setWordWrap(True)
         self.empty_hint.setAlignment(Qt.AlignmentFlag.AlignCenter)
-        self.empty_hint.setTextFormat(Qt.TextFormat.RichText)
         self._set_empty_hint(demo=False)
         self.add_head(self.empty_hint)
         # G1: "Thinking…" while the model has not answered; always the last row (rows go above it).
@@ -218,7 +218,7 @@ class TranscriptView(RowList):
             notice.button.clicked.connect(self.sig_retry_requested)
             if not row.live:
                 notice.button.setEnabled(False)
-                notice.button.setToolTip(row.tip)
+                notice.button.setToolTip(plain_tooltip(row.tip))
         elif notice.button is not None and row.notice == "pending":
             notice.button.setObjectName("review_pending")
             notice.button.setAccessibleDescription(row.tip)  # G14

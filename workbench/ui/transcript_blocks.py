@@ -35,6 +35,7 @@ from PySide6.QtWidgets import (
 from workbench.ui.answer_links import no_resource, open_link, refusal_text
 from workbench.ui.focus_order import chain
 from workbench.ui.markdown_render import render_markdown
+from workbench.ui.plain_text import literal_ampersands, plain_label, plain_tooltip
 from workbench.ui.style import set_status_property
 
 #: Tool-call statuses and how the row shows them.
@@ -125,7 +126,7 @@ class AutoHeightBrowser(QTextBrowser):
         system's browser; any other target is not opened, only shown as text in a tool tip."""
         if open_link(url):
             return
-        QToolTip.showText(QCursor.pos(), refusal_text(url), self)
+        QToolTip.showText(QCursor.pos(), plain_tooltip(refusal_text(url)), self)  # the target as written
 
     def sizeHint(self) -> QSize:  # noqa: N802 - Qt override
         return QSize(super().sizeHint().width(), self.height())
@@ -151,7 +152,7 @@ class MessageBlock(QFrame):
         lay.setContentsMargins(10, 6, 10, 6)
         lay.setSpacing(2)
         self._head = QHBoxLayout()
-        self.title = QLabel("You" if role == "user" else "Assistant", self)
+        self.title = plain_label("You" if role == "user" else "Assistant", self)
         self.title.setObjectName("message_title")
         self._head.addWidget(self.title)
         self._head.addStretch(1)
@@ -243,7 +244,7 @@ class MessageBlock(QFrame):
         if self._tag is None:
             if not tag:
                 return
-            self._tag = QLabel(self)
+            self._tag = plain_label(self)
             self._tag.setObjectName("message_tag")
             self._head.addWidget(self._tag)
         self._tag.setText(tag)
@@ -283,14 +284,14 @@ class ToolCallRow(QFrame):
         self.toggle.setAutoRaise(True)
         self.toggle.toggled.connect(self.set_expanded)
         head.addWidget(self.toggle)
-        self.summary = QLabel(self)
+        self.summary = plain_label(self)
         self.summary.setObjectName("tool_summary")
         head.addWidget(self.summary, 1)
-        self.ending_label = QLabel(self)  # E6: a command's exit code and duration once it ends
+        self.ending_label = plain_label(self)  # E6: a command's exit code and duration once it ends
         self.ending_label.setObjectName("tool_ending")
         self.ending_label.hide()
         head.addWidget(self.ending_label)
-        self.status_label = QLabel(self)
+        self.status_label = plain_label(self)
         self.status_label.setObjectName("tool_status")
         head.addWidget(self.status_label)
         self._lay.addLayout(head)
@@ -306,14 +307,14 @@ class ToolCallRow(QFrame):
         dl = QVBoxLayout(details)
         dl.setContentsMargins(22, 0, 0, 4)
         dl.setSpacing(2)
-        dl.addWidget(QLabel("Arguments", details))
+        dl.addWidget(plain_label("Arguments", details))
         self.args_view = QPlainTextEdit(details)
         self.args_view.setReadOnly(True)
         self.args_view.setAccessibleName(f"Arguments of {self.name}")  # G14
         self.args_view.setObjectName("tool_arguments")
         self.args_view.setProperty("role", "code")
         dl.addWidget(self.args_view)
-        dl.addWidget(QLabel("Result", details))
+        dl.addWidget(plain_label("Result", details))
         self.result_view = QPlainTextEdit(details)
         self.result_view.setReadOnly(True)
         self.result_view.setAccessibleName(f"Result of {self.name}")
@@ -403,7 +404,7 @@ class ToolCallRow(QFrame):
 
     def set_arguments(self, arguments: Any) -> None:
         self.arguments = arguments
-        self.toggle.setText(self.name)
+        self.toggle.setText(literal_ampersands(self.name))
         summary = _summary(self.name, arguments)
         self.summary.setText(f"{summary} (edited by you)".lstrip() if self.edited else summary)
         if self.expanded and self.args_view is not None:
@@ -482,12 +483,12 @@ class NoticeBlock(QFrame):
         lay = QHBoxLayout(self)
         lay.setContentsMargins(10, 6, 10, 6)
         col = QVBoxLayout()
-        self.label = QLabel(text, self)
+        self.label = plain_label(text, self)
         self.label.setObjectName("notice_text" if kind == "error" else "notice_label")
         self.label.setWordWrap(True)
         self.label.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
         col.addWidget(self.label)
-        self.advice = QLabel(advice, self)
+        self.advice = plain_label(advice, self)
         self.advice.setWordWrap(True)
         self.advice.setVisible(bool(advice))
         col.addWidget(self.advice)

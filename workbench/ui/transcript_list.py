@@ -32,9 +32,10 @@ from collections.abc import Sequence
 from typing import Any
 
 from PySide6.QtCore import QEvent, Qt, QTimer, Slot
-from PySide6.QtWidgets import QApplication, QLabel, QScrollArea, QVBoxLayout, QWidget
+from PySide6.QtWidgets import QApplication, QScrollArea, QVBoxLayout, QWidget
 
 from workbench.ui.focus_order import chain_after, parts_of
+from workbench.ui.plain_text import plain_label
 from workbench.ui.transcript_rows import Row
 
 #: A thread of at most this many rows is built whole (as before: every block there at once).
@@ -68,7 +69,7 @@ class RowList(QScrollArea):
         self._layout.setContentsMargins(10, 10, 10, 10)
         self._layout.setSpacing(6)
         # Shown at the top while earlier rows exist but are not built yet (a fast scroll gets there first).
-        self.history_hint = QLabel("Loading earlier messages…", self._content)
+        self.history_hint = plain_label("Loading earlier messages…", self._content)
         self.history_hint.setObjectName("transcript_history_hint")
         self.history_hint.setAlignment(Qt.AlignmentFlag.AlignCenter)
         self.history_hint.hide()

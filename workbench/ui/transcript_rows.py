@@ -131,8 +131,10 @@ class Row:
         self.tip = tooltip
         button = getattr(self.widget, "button", None) if self.widget is not None else None
         if button is not None and button.isEnabled():
+            from workbench.ui.plain_text import plain_tooltip  # rows stay Qt-free until a widget exists
+
             button.setEnabled(False)
-            button.setToolTip(tooltip)
+            button.setToolTip(plain_tooltip(tooltip))
 
 
 def message_row(role: str, text: str, *, markdown: bool = True, call_ref: dict[str, Any] | None = None,

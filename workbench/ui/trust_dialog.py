@@ -17,13 +17,14 @@ from PySide6.QtCore import Qt
 from PySide6.QtWidgets import (
     QDialog,
     QHBoxLayout,
-    QLabel,
     QListWidget,
     QListWidgetItem,
     QPushButton,
     QVBoxLayout,
     QWidget,
 )
+
+from workbench.ui.plain_text import escape as _html, plain_label, plain_tooltip, rich_label
 
 __all__ = ["TRUST", "SAFE", "TrustDialog", "ask_trust"]
 
@@ -42,12 +43,11 @@ class TrustDialog(QDialog):
         self.setAccessibleName("Trust this workspace?")
         self.requests = list(requests)
         lay = QVBoxLayout(self)
-        intro = QLabel(
+        intro = rich_label(  # our markup; the workspace's path escaped
             f"The workspace <b>{_html(str(workspace))}</b> asks for settings that widen what the agent may "
             f"do or where your prompts and API key go. Trust it only if you trust whoever wrote its "
             f"<code>workbench.yaml</code>.", self)
         intro.setWordWrap(True)
-        intro.setTextFormat(Qt.TextFormat.RichText)
         lay.addWidget(intro)
         self.list = QListWidget(self)
         self.list.setObjectName("trustRequests")
@@ -60,12 +60,12 @@ class TrustDialog(QDialog):
         for r in self.requests:
             key, value, description = r.shown()  # W1: nothing a workspace wrote can fake a line or hide one
             item = QListWidgetItem(f"{key}: {value}\n    {description}")
-            item.setToolTip(description)
+            item.setToolTip(plain_tooltip(description))  # a tool tip guesses rich text: never here
             self.list.addItem(item)
         self.list.setFocusPolicy(Qt.FocusPolicy.StrongFocus)
         lay.addWidget(self.list, 1)
-        note = QLabel("Without trust these settings are ignored and the workspace runs with the safe "
-                      "defaults. You are asked again if they change.", self)
+        note = plain_label("Without trust these settings are ignored and the workspace runs with the safe "
+                           "defaults. You are asked again if they change.", self)
         note.setWordWrap(True)
         lay.addWidget(note)
         row = QHBoxLayout()
@@ -92,10 +92,6 @@ class TrustDialog(QDialog):
     def showEvent(self, event: Any) -> None:  # noqa: N802 - Qt override
         super().showEvent(event)
         self.safe_button.setFocus()
-
-
-def _html(text: str) -> str:
-    return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
 
 
 async def ask_trust(workspace: Path | str, requests: Sequence[Any], parent: QWidget | None = None) -> bool:

@@ -23,6 +23,7 @@ from PySide6.QtWidgets import QApplication, QLineEdit, QMenu, QPlainTextEdit, QT
 
 from workbench.ui import qt_async
 from workbench.ui.focus_order import keep_window_focus_ordered
+from workbench.ui.plain_text import literal_ampersands
 
 if TYPE_CHECKING:
     from workbench.ui.main_window import MainWindow
@@ -85,7 +86,7 @@ def fill_recent_menu(window: MainWindow) -> None:
     """File → Open recent: the workspaces opened last (filled again each time the menu opens)."""
     window.recent_menu.clear()
     for p in window.settings.recent_workspaces:
-        action = window.recent_menu.addAction(p)
+        action = window.recent_menu.addAction(literal_ampersands(p))  # a folder named R&D keeps its &
         action.triggered.connect(lambda _=False, p=p: qt_async.start(window.try_open_workspace(p), name="open-recent"))
     window.recent_menu.setEnabled(bool(window.settings.recent_workspaces))
 

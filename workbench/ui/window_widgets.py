@@ -14,7 +14,6 @@ from PySide6.QtGui import QKeyEvent
 from PySide6.QtWidgets import (
     QFrame,
     QHBoxLayout,
-    QLabel,
     QPlainTextEdit,
     QPushButton,
     QStatusBar,
@@ -22,6 +21,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from workbench.ui.plain_text import plain_label
 from workbench.ui.transcript_style import palette as transcript_palette
 
 
@@ -54,7 +54,7 @@ class ErrorBar(QFrame):
         self._apply_colors()
         lay = QHBoxLayout(self)
         lay.setContentsMargins(8, 4, 8, 4)
-        self.label = QLabel(self)
+        self.label = plain_label(self)
         self.label.setObjectName("error_text")
         self.label.setWordWrap(True)
         self.label.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
@@ -136,7 +136,7 @@ def _status_bar(parent: QWidget) -> QStatusBar:
 class _FallbackStatusBar(QStatusBar):
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
-        self.model_label, self.status_label, self.usage_label = QLabel(self), QLabel(self), QLabel(self)
+        self.model_label, self.status_label, self.usage_label = plain_label(self), plain_label(self), plain_label(self)
         for label in (self.model_label, self.status_label, self.usage_label):
             self.addPermanentWidget(label)
 

