@@ -55,9 +55,49 @@ MAX_START_FAILURES = 5
 LOG_PUBLISH_SECONDS = 0.5
 """At most this often a server's log alone (its stderr, the workbench's notes) tells the listeners (the
 panel's log tail) of a change; the snapshot (``info``) has every line at once."""
+RELIST_SECONDS = 1.0
+"""At most this often a server's tools are listed again after it says they changed
+(``notifications/tools/list_changed``): notifications meanwhile make one more listing, never a queue of
+them, so a server that says so after every listing cannot keep the MCP loop, and the listeners (the
+session's events on the window's loop), busy."""
+MAX_LISTED_TOOLS = 500
+"""Tools of one server read from its listing, in its order (F3: each is checked, its schema measured and
+maybe trimmed, and all of them shown in the Servers panel). Five times what may be offered
+(``mcp_servers.MAX_TOOLS_PER_SERVER``): room to switch some off and others on; the rest are left out
+unread, and the log says how many."""
 
 
 # ------------------------------------------------------------------------------------------ one server
+
+
+class _ListFailed(Exception):
+    """The server's tools list came but could not be read (the SDK's own error, not the transport's)."""
+
+
+def _transport_error(e: BaseException) -> bool:
+    """Whether ``e`` is the connection to the server failing (closed, broken, reset) rather than
+    something wrong with what it sent."""
+    import anyio
+    from mcp import MCPError
+    from mcp_types import CONNECTION_CLOSED
+
+    if isinstance(e, MCPError):
+        return e.code == CONNECTION_CLOSED
+    if isinstance(e, (anyio.ClosedResourceError, anyio.BrokenResourceError, anyio.EndOfStream, EOFError, OSError)):
+        return True
+    try:
+        import httpx
+    except ImportError:  # pragma: no cover - the SDK depends on it
+        return False
+    return isinstance(e, httpx.TransportError)
+
+
+def _what_went_wrong(e: BaseException) -> str:
+    from mcp import MCPError
+
+    if isinstance(e, MCPError):
+        return one_line(e.message) if e.code == INVALID_ANSWER else f"error {e.code}: {one_line(e.message)}"
+    return f"{type(e).__name__}: {one_line(str(e)) or type(e).__name__}"
 
 
 @dataclass
@@ -66,6 +106,7 @@ class _Call:
     arguments: dict[str, Any]
     future: asyncio.Future[Any]
     relist: bool = False
+    asked: bool = False  # a relisting the server asked for (tools/list_changed): coalesced, rate-limited
     cancelled: bool = False
     scope: Any = None
 
@@ -102,6 +143,10 @@ class Server(StdioTransport):
         self._exit_code: int | None = None
         self._secrets: tuple[str, ...] = ()
         self._too_long: int | None = None  # bytes of a message over MAX_MESSAGE_BYTES that ended this lifetime
+        self._relist_wanted = False  # the server said its tools changed since the last listing began
+        self._relist_queued = False  # a relisting (of those it asked for) is queued or running
+        self._relisted_at = 0.0  # when its last listing began (RELIST_SECONDS)
+        self._unread: tuple[int, bool] | None = None  # its last listing over MAX_LISTED_TOOLS (how many, more pages)
         self._shown = 0.0  # when the log last told the listeners (LOG_PUBLISH_SECONDS)
         self._show_later: asyncio.TimerHandle | None = None
 
@@ -210,6 +255,7 @@ class Server(StdioTransport):
         self._exit_code = None
         self._disconnected = None
         self._too_long = None
+        self._relist_wanted = self._relist_queued = False
         ready = False
         cfg = self.config
         queue: asyncio.Queue[_Call] = asyncio.Queue()
@@ -230,6 +276,7 @@ class Server(StdioTransport):
                     self.note(f"[workbench] ready: {len(tools)} tool(s)")
                     self._set("ready", tools=tools, error=None,
                               server_info=f"{info.name} {info.version}".strip() if info is not None else None)
+                    self._queue_relist()  # it said its tools changed while it started
                     await self._serve(client, queue)
             if self._stopping or self._restart:
                 return ready
@@ -312,21 +359,65 @@ class Server(StdioTransport):
         return await stack.enter_async_context(client)
 
     async def _list(self, client: Any) -> tuple[McpToolInfo, ...]:
+        """The server's tools in its own order (the order they are offered in, and the caps go by,
+        ``mcp_servers.offer_caps``), at most MAX_LISTED_TOOLS of them."""
+        self._relisted_at = time.monotonic()
         listed: list[Any] = []
         cursor = None
         for _ in range(100):  # a paginator that never ends cannot hang a start
-            page = await client.list_tools(cursor=cursor, cache_mode="bypass")
+            try:
+                page = await client.list_tools(cursor=cursor, cache_mode="bypass")
+            except Exception as e:
+                if _transport_error(e):
+                    raise
+                # What could not be read (a schema nested too deep for the SDK to serialise), said as such,
+                # not as "the server stopped" (the transport is closed by the time a start's error is told).
+                raise _ListFailed(_what_went_wrong(e)) from e
             listed.extend(page.tools)
             cursor = page.next_cursor
-            if not cursor:
+            if not cursor or len(listed) > MAX_LISTED_TOOLS:  # F3: no more pages are read than are kept
                 break
-        tools = tool_infos(self.name, listed)
+        unread = (len(listed) - MAX_LISTED_TOOLS, bool(cursor)) if len(listed) > MAX_LISTED_TOOLS else None
+        if unread is not None and unread != self._unread:  # once per change, not at every relisting
+            self.note(f"[workbench] it lists {'more than ' if cursor else ''}{len(listed):,} tools: only the first "
+                      f"{MAX_LISTED_TOOLS} in its order are read (and shown); the rest are left out")
+        self._unread = unread
+        del listed[MAX_LISTED_TOOLS:]
+        order: dict[str, int] = {}
+        for i, t in enumerate(listed):
+            order.setdefault(t.name, i)
+        tools = tuple(sorted(tool_infos(self.name, listed), key=lambda t: order.get(t.tool, len(order))))
         before = {(t.tool, t.note, t.problem) for t in self.tools}
         for t in tools:  # X5: why a tool is offered changed or not at all, in the log (once per change)
             if (t.note or t.problem) and (t.tool, t.note, t.problem) not in before:
                 what = f" is not offered: {t.problem}" if t.problem else f": {t.note}"
                 self.note(f"[workbench] tool {one_line(t.tool, 80)!r}{what}")
         return tools
+
+    async def _relist(self, client: Any) -> None:
+        """List the tools again (bounded by startup_timeout, as at a start); the listeners are told only
+        when the list really changed."""
+        import anyio
+
+        with anyio.fail_after(self.config.startup_timeout):
+            tools = await self._list(client)
+        if tools != self.tools:
+            self._set(self.status, tools=tools)
+
+    async def _relist_while_wanted(self, client: Any) -> None:
+        """The listings the server asked for: one at a time, at most one every RELIST_SECONDS, as long as
+        it asked again since the last one began."""
+        import anyio
+
+        try:
+            while self._relist_wanted:
+                wait = self._relisted_at + RELIST_SECONDS - time.monotonic()
+                if wait > 0:
+                    await anyio.sleep(wait)
+                self._relist_wanted = False
+                await self._relist(client)
+        finally:
+            self._relist_queued = False
 
     async def _serve(self, client: Any, queue: asyncio.Queue[_Call]) -> None:
         """Run calls until the server goes away or the lifetime is cancelled."""
@@ -356,9 +447,19 @@ class Server(StdioTransport):
             with anyio.CancelScope() as scope:
                 call.scope = scope
                 if call.relist:
-                    tools = await self._list(client)
-                    self._set(self.status, tools=tools)
-                    fut.set_result(None)
+                    try:
+                        await (self._relist_while_wanted(client) if call.asked else self._relist(client))
+                    except TimeoutError:
+                        fut.set_exception(McpCallError(
+                            f"MCP server {self.name!r} did not list its tools again within startup_timeout "
+                            f"({self.config.startup_timeout:g} s); the tools listed before stay"))
+                    except Exception as e:  # noqa: BLE001 - the tools listed before stay
+                        why = str(e) if isinstance(e, _ListFailed) else self._describe(e, True)
+                        fut.set_exception(McpCallError(self._crashed() if self._gone() else
+                                                       f"MCP server {self.name!r}: its tools could not be listed "
+                                                       f"again ({why}); the tools listed before stay"))
+                    else:
+                        fut.set_result(None)
                     return
                 try:
                     with anyio.fail_after(self.config.tool_timeout):
@@ -425,7 +526,15 @@ class Server(StdioTransport):
         if isinstance(e, LaunchError):
             return str(e)
         where = "" if ready else " while starting"
-        if self._gone():
+        if isinstance(e, _ListFailed):  # the workbench stopped the server: its exit code says nothing
+            return f"its tools list could not be read{where} ({e}){self._last_words()}"
+        from mcp import MCPError
+
+        if isinstance(e, MCPError) and e.code == INVALID_ANSWER:
+            return f"it sent an answer that is not valid MCP{where}: {one_line(e.message)}{self._last_words()}"
+        # The transport is closed by the time a failed start is described (the process stopped): only an
+        # error of the transport itself means the server stopped; any other says what went wrong.
+        if self._gone() and _transport_error(e):
             return f"the server stopped{where}{self._code()}{self._last_words()}"
         text = one_line(str(e)) or type(e).__name__
         return f"{type(e).__name__}{where}: {text}{self._code()}{self._last_words()}"
@@ -434,9 +543,28 @@ class Server(StdioTransport):
         if isinstance(message, Exception):
             self.note(f"[workbench] transport: {one_line(str(message)) or type(message).__name__}")
             return
-        if getattr(message, "method", "") == "notifications/tools/list_changed" and self._queue is not None:
+        if getattr(message, "method", "") == "notifications/tools/list_changed":
+            # One listing at a time, at most one a RELIST_SECONDS: a notification meanwhile marks one more
+            # (one while it starts is listed once it is ready).
+            self._relist_wanted = True
+            self._queue_relist()
+
+    def _queue_relist(self) -> None:
+        if self._queue is not None and self._relist_wanted and not self._relist_queued:
+            self._relist_queued = True
             fut = asyncio.get_running_loop().create_future()
-            self._queue.put_nowait(_Call("", {}, fut, relist=True))
+            fut.add_done_callback(self._relisted)  # nobody awaits it: its error is noted, not lost
+            self._queue.put_nowait(_Call("", {}, fut, relist=True, asked=True))
+
+    def _relisted(self, fut: asyncio.Future[Any]) -> None:
+        """A relisting the server asked for ended: its error (if any) in the log; the tools before stay."""
+        if fut.cancelled():
+            return
+        e = fut.exception()
+        # A server gone, stopped or restarting: its lifetime's end says so (no note per relisting cut short).
+        if e is not None and not (self._stopping or self._restart or self._gone()):
+            log.info("MCP server %r: %s", self.name, e)
+            self.note(f"[workbench] {e}")
 
     async def _on_log(self, params: Any) -> None:
         data = params.data if isinstance(params.data, str) else json.dumps(params.data, ensure_ascii=False, default=str)

@@ -9,7 +9,8 @@ session. Everything a server sends is untrusted input: its lines are split in li
 at most MAX_MESSAGE_BYTES (a longer one — or an endless line — is dropped, the calls in flight fail saying
 so and the server is restarted), and an answer the SDK's strict parser rejects although it is JSON (a lone
 surrogate escape, ``"\ud800"``) is read with the surrogate replaced (R10), or, if it is still no valid
-answer, fails its call at once (never a timeout). The same MAX_MESSAGE_BYTES caps a streamable HTTP
+answer, fails its call at once (never a timeout) — as does an answer nested too deeply to parse (its id
+found without recursion, ``_answer_id``). The same MAX_MESSAGE_BYTES caps a streamable HTTP
 server's answers (``mcp_http.py``).
 """
 
@@ -19,6 +20,7 @@ import asyncio
 import contextlib
 import json
 import os
+import re
 import signal
 import time
 from collections.abc import AsyncIterator
@@ -157,11 +159,15 @@ class StdioTransport:
 
         try:
             value = clean_value(json.loads(line, parse_constant=no_constant))
-        except (ValueError, RecursionError):
+        except RecursionError:
+            return self._too_deep(line)
+        except ValueError:
             self.note(f"[workbench] stdout, not JSON-RPC (ignored): {line.strip()}")
             return None
         try:
             return types.jsonrpc_message_adapter.validate_python(value, by_name=False)
+        except RecursionError:
+            return self._too_deep(line)
         except (ValidationError, ValueError) as e:
             why = one_line(str(e).splitlines()[0] if str(e) else type(e).__name__, 200)
             if isinstance(value, dict) and isinstance(value.get("id"), (int, str)) and not isinstance(
@@ -172,6 +178,22 @@ class StdioTransport:
                     code=INVALID_ANSWER, message=f"its answer is not a valid JSON-RPC message ({why})"))
             self.note(f"[workbench] stdout, not JSON-RPC (ignored): {line.strip()}")
             return None
+
+    def _too_deep(self, line: str) -> Any:
+        """A line too deeply nested to read (Python's reader ran out of recursion, F3): if it answers a
+        request, an error answer to it (INVALID_ANSWER) saying so, so that request fails now — a tools
+        list at start, a call — instead of waiting out startup_timeout or tool_timeout; else None (noted)."""
+        import mcp_types as types
+
+        ident = _answer_id(line)
+        if ident is None:
+            self.note(f"[workbench] stdout, not JSON-RPC (nested too deeply to read; ignored): {line.strip()}")
+            return None
+        self.note(f"[workbench] stdout: the answer to request {one_line(str(ident), 40)} nests too deeply to be "
+                  f"read; its request fails: {line.strip()}")
+        return types.JSONRPCError(jsonrpc="2.0", id=ident, error=types.ErrorData(
+            code=INVALID_ANSWER, message="its answer nests too deeply to be read (hundreds of levels of JSON, "
+            "which no real answer has)"))
 
     async def _stop_process(self, process: Any) -> None:
         """Close stdin, wait; SIGTERM then SIGKILL the whole process group (grandchildren too)."""
@@ -251,6 +273,50 @@ def _joined(pieces: list[bytes]) -> str:
     data = b"".join(pieces)
     pieces.clear()
     return data.decode("utf-8", "replace")
+
+
+_JSON_TOKENS = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"|[{}\[\]:,]')
+"""A JSON text's strings and punctuation (numbers and literals between them are skipped)."""
+_LAST_ID = re.compile(r',\s*"id"\s*:\s*(-?\d+|"[^"\\]*(?:\\.[^"\\]*)*")\s*\}\s*$')
+"""An ``"id"`` that is the last member of the object the text ends with."""
+
+
+def _answer_id(line: str) -> int | str | None:
+    """The ``id`` of a JSON-RPC answer too deeply nested for ``json.loads``, read without parsing what
+    nests (F3: no recursion, and no walk through the nesting): the object's members are read up to its
+    first nested value, which must be its ``result`` or ``error``; the ``id`` is among those members or
+    the object's last one. None when it is no such answer."""
+    text = line.strip()
+    if not text.startswith("{"):
+        return None
+    keys: list[str] = []
+    ident: Any = None
+    last = ""  # the previous token
+    try:
+        for m in _JSON_TOKENS.finditer(text, 1):
+            tok = m.group()
+            if tok in ("{", "["):
+                break  # the first nested value: ``keys[-1]`` is its name
+            if tok in ("}", "]"):
+                return None  # nothing nested (then it was not too deep to read)
+            if tok == ":" and last.startswith('"'):
+                keys.append(json.loads(last))
+                if keys[-1] == "id":
+                    start = m.end()
+                    while start < len(text) and text[start] in " \t\r\n":
+                        start += 1
+                    ident = json.JSONDecoder().raw_decode(text, start)[0]
+            last = tok
+        if not keys or keys[-1] not in ("result", "error"):
+            return None
+        if ident is None:
+            found = _LAST_ID.search(text[-1024:])
+            ident = json.loads(found.group(1)) if found else None
+    except (ValueError, RecursionError):
+        return None
+    if isinstance(ident, bool) or not isinstance(ident, (int, str)):
+        return None
+    return ident
 
 
 async def _exited(process: Any, timeout: float) -> bool:
