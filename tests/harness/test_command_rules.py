@@ -5,6 +5,7 @@ commands, one of them run by the real bash to check that every command bash runs
 from __future__ import annotations
 
 import os
+import shlex
 import shutil
 import subprocess
 from pathlib import Path
@@ -73,7 +74,8 @@ PYTEST_ONLY = "permissions:\n  rules:\n    - {allow: execute, command: 'pytest *
     ("if pytest; then rm x; fi", [("command", "pytest", True), ("command", "rm x", True)]),
     ("for f in a b; do rm $f; done", [("command", "rm $f", False)]),
     ("case x in a) rm y;; esac", [("command", "rm y", True)]),
-    ("[[ -f x ]] && echo y", [("command", "echo y", True)]),
+    # a test is a part like the command `test` (E2, P1: bash evaluates subscripts in it, found by a review)
+    ("[[ -f x ]] && echo y", [("command", "[[ -f x ]]", True), ("command", "echo y", True)]),
     ("f() { rm -rf x; }; f", [("command", "rm -rf x", True), ("command", "f", True)]),
     ("cat <<EOF\n$(rm x)\nEOF\n", [("command", "cat", True), ("command", "rm x", True)]),
     ("cat <<'EOF'\n$(rm x)\nEOF\n", [("command", "cat", True)]),
@@ -253,7 +255,7 @@ def compound(draw: Any, leaves: Any) -> str:
             return draw(leaves)
         kind = draw(st.sampled_from(["op", "op", "subshell", "group", "if", "for", "subst", "backtick", "redirect",
                                      "background", "while", "heredoc", "arith", "case", "function", "herestring",
-                                     "negate"]))
+                                     "negate", *_HIDING]))
         a = build(d - 1)
         if kind == "op":
             return f"{a}{draw(st.sampled_from(_OPS))}{build(d - 1)}"
@@ -285,9 +287,31 @@ def compound(draw: Any, leaves: Any) -> str:
             return f"cat <<< $({a})"
         if kind == "negate":
             return f"! {a}"
+        if kind in _HIDING:
+            return _HIDING[kind](a, draw(leaves))
         return f"{a} & wait"
 
     return build(depth)
+
+
+#: Shapes where bash runs what the grammar once hid (a review found them, E2/P1): here-documents bash
+#: ends elsewhere or whose text runs a command, a command after a here-document's marker, a subscript
+#: bash evaluates in quoted text, strings run by `eval --`, `bash -c --` and `env -S`, and a shell's
+#: input given as a here-document or a here-string. Each runs `a` (or the simple leaf `b`) under bash.
+_HIDING: dict[str, Any] = {
+    "heredoc_marker": lambda a, b: f'cat <<E"O"F\nEOF\n{a}\nE"O"F',
+    "heredoc_tab_end": lambda a, b: f"cat <<EOF\n\tEOF\ncat <<'X'\nEOF\n{b}\nX",
+    "heredoc_backtick": lambda a, b: f"cat <<EOF\n`{b}`\nEOF",
+    "heredoc_join": lambda a, b: f"cat <<EOF\nEO\\\nF\n{a}\nEOF",
+    "heredoc_rest": lambda a, b: f"cat <<EOF && {b}\nx\nEOF",
+    "subscript": lambda a, b: f"[[ {shlex.quote(f'a[$({a})]')} -eq 1 ]]; true",
+    "printf_v": lambda a, b: f"printf -v {shlex.quote(f'a[$({b})]')} %s x",
+    "eval_dashdash": lambda a, b: f"eval -- {shlex.quote(a)}",
+    "bash_dashdash": lambda a, b: f"bash --norc -c -- {shlex.quote(a)}",
+    "env_split": lambda a, b: f"env -S {shlex.quote(b)}",
+    "shell_heredoc": lambda a, b: f"bash <<'WB'\n{a}\nWB",
+    "shell_herestring": lambda a, b: f"sh <<< {shlex.quote(a)}",
+}
 
 
 _PYTEST = st.sampled_from(["pytest", "pytest -q", "'pytest' -x", "pytest tests/a.py", "p\\ytest -k 'a b'"])

@@ -92,7 +92,7 @@ def test_E2_an_allow_rule_judges_the_command_a_neutral_wrapper_runs(tmp_path, co
 
 @pytest.mark.parametrize("command", ["X=1 rm x", "LD_PRELOAD=/x.so rm x", "env X=1 rm x", "sudo rm x",
                                      "/usr/bin/env rm x", "/tmp/command rm x", "nice --weird rm x",
-                                     "env -S 'rm x'", "eval rm x", "time rm x"])
+                                     "env -S 'rm \"x\"'", "eval rm x", "time rm x"])
 def test_E2_what_a_wrapper_or_assignment_adds_still_needs_its_own_allow(tmp_path, command):
     """E2, P1: an assignment (it changes what the command does), a wrapper that runs the command as
     another user or is named by a path, an option of a wrapper this module does not know, ``eval``, the

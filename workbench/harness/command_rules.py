@@ -10,7 +10,8 @@ on ``case``, ``[[ ]]``, ``$(( ))`` and ``time``, so every such command would hav
 
 - every simple command, wherever it sits — in a list (``;``, ``&&``, ``||``, ``&``, newlines), a
   pipeline, a subshell, a group, an ``if``/``for``/``while``/``case`` body, a function body, a command
-  substitution (``$(…)``, backticks), a process substitution or an unquoted here-document;
+  substitution (``$(…)``, backticks), a process substitution, an unquoted here-document or the rest of
+  the line after a here-document's marker; and every ``[[ … ]]`` / ``[ … ]`` test, a part like ``test``;
 - every assignment or ``export``/``declare``/``unset`` standing as a statement (``PATH=/x; pytest``
   changes what ``pytest`` means);
 - every redirection that writes a file (``>``, ``>>``, ``&>``, ``>|``, ``<>``): a *write* part, judged
@@ -19,8 +20,10 @@ on ``case``, ``[[ ]]``, ``$(( ))`` and ``time``, so every such command would hav
 A part's words are evaluated as bash would pass them (quotes removed, escapes applied), so ``"rm" -rf x``
 and ``r\\m -rf x`` are both ``rm -rf x`` to a deny rule. A part that cannot be known before it runs —
 a word with an expansion (``$X``, ``$(…)``, ``$((…))``), a brace expansion, ANSI-C quoting, a command
-name with a glob — or a construct this module does not know, or a command that does not parse, is
-*unjudged*: it asks, whatever the allow rules say (a deny rule matching its text still denies). Every
+name with a glob, a here-document bash may read differently from the grammar (``heredoc_problem``), a
+``$``/backtick in a word bash evaluates as arithmetic or a name even quoted (``[[ 'a[$(x)]' -eq 1 ]]``,
+``printf -v``: ``_evaluated_text``) — or a construct this module does not know, or a command that does
+not parse, is *unjudged*: it asks, whatever the allow rules say (a deny rule matching its text still denies). Every
 part must be allowed for the command to run without asking; any denied part denies the whole.
 
 A command part is judged on the command it *runs* (P1: a rule cannot be passed by spelling the same
@@ -35,8 +38,9 @@ command differently):
   (``/usr/bin/env rm x``) is stripped too, but its own text stays a part as well, so both must be
   allowed. An option this module does not know makes the part unjudged (it asks), and a deny rule then
   sees every way the words could be read (``rough_segments``);
-- a command given as a string to ``eval``, ``trap``, ``alias`` or ``bash``/``sh -c`` is parsed too,
-  and its parts judged besides the part itself;
+- a command given as a string to ``eval`` (after ``--``), ``trap``, ``alias`` or ``bash``/``sh -c`` (its
+  options read as bash reads them: ``-c --``, ``--rcfile F``; one not known makes it unjudged) is parsed
+  too, and its parts judged besides the part itself; ``env -S 'cmd'`` runs the words it splits into;
 - a backslash-newline outside quotes is removed before parsing, as bash removes it (``r\\<newline>m``
   is ``rm``; the grammar would read two words).
 
@@ -57,16 +61,37 @@ import fnmatch
 import re
 import shlex
 import threading
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any, Literal
 
+from workbench.harness.command_literals import (
+    _GLOB_CHARS,
+    _SOURCE,
+    _TO_ASCII,
+    HEREDOC_PIECES,
+    _assignment,
+    _is_arithmetic,
+    _join_continuations,
+    _literal,
+    _skipped,
+    _text,
+    _unquoted_glob,
+    fed_text,
+    heredoc_arguments,
+    heredoc_problem,
+    test_words,
+)
 from workbench.harness.command_words import (
     _FOLDER_CHANGERS,
+    _RUNS_WHEN_EVALUATED,
     _WRAPPERS,
     _argument_commands,
+    _evaluated_text,
     _possible_commands,
+    _reads_input,
+    _rough_strings,
     _runs,
     _string_commands,
 )
@@ -155,10 +180,11 @@ _KEYWORDS = frozenset({"if", "then", "else", "elif", "fi", "do", "done", "while"
                        "in", "!", "time", "function", "select", "coproc", "{", "}", "[[", "]]"})
 
 
-def rough_segments(text: str) -> tuple[str, ...]:
-    """The stretches of ``text`` between shell operators, each as shown words without leading keywords:
-    a rough reading, used only to let a deny rule refuse a part the parser could not read (it can only
-    add a refusal, never allow anything)."""
+def rough_segments(text: str, _depth: int = 0) -> tuple[str, ...]:
+    """The stretches of ``text`` between shell operators, each as shown words without leading keywords,
+    and read the same way, the strings a shell, ``eval`` or ``env -S`` among them may run
+    (``_rough_strings``, a few levels deep): a rough reading, used only to let a deny rule refuse a part
+    the parser could not read (it can only add a refusal, never allow anything)."""
     out: list[str] = []
     text = text[:MAX_COMMAND_CHARS]
     # bash joins a backslash-newline outside single quotes; read the text both ways
@@ -166,13 +192,15 @@ def rough_segments(text: str) -> tuple[str, ...]:
         for stretch in _OPERATORS.split(reading):
             try:
                 words = shlex.split(stretch)
-            except ValueError:
-                words = stretch.split()
+            except ValueError:  # a quote the operators split off: read the words without it
+                words = [w.strip("'\"") for w in stretch.split() if w.strip("'\"")]
             while words and words[0] in _KEYWORDS:
                 words = words[2:] if words[:2] == ["time", "-p"] else words[1:]
             if words:
-                out.append(shown_words(words))
-                out.extend(shown_words(w) for w in _possible_commands(words))
+                readings = [words, *_possible_commands(words)]
+                out.extend(shown_words(w) for w in readings)
+                for line in (s for r in readings for s in _rough_strings(r)) if _depth < 3 else ():
+                    out.extend(rough_segments(line, _depth + 1))
     return tuple(dict.fromkeys(out))
 
 
@@ -319,65 +347,9 @@ def _first_error(root: Any) -> str:
     return "a syntax error"
 
 
-def _skipped(source: bytes, root: Any) -> str:
-    """Text of ``source`` that no leaf of the tree covers (besides blanks, line continuations and ``;``
-    or ``&`` the grammar folds away), or ""."""
-    covered = bytearray(len(source))
-    stack = [root]
-    while stack:
-        node = stack.pop()
-        children = node.children
-        if not children or node.type in ("heredoc_body", "heredoc_content", "comment"):
-            covered[node.start_byte:node.end_byte] = b"\x01" * (node.end_byte - node.start_byte)
-        else:
-            stack.extend(children)
-    gaps = bytes(b for b, c in zip(source, covered) if not c)
-    rest = gaps.replace(b"\\\n", b"").translate(None, b" \t\r\n")
-    return rest.decode("utf-8", "replace")[:40]
-
-
-def _join_continuations(source: bytes, root: Any) -> bytes | None:
-    """``source`` without the line continuations bash removes — a backslash-newline no leaf of the tree
-    covers (inside single quotes, a quoted here-document or a comment, a leaf covers it and bash keeps
-    it; an unquoted here-document's text is covered by no leaf, and bash removes it there too) — or None
-    when it holds none."""
-    covered = bytearray(len(source))
-    stack = [root]
-    while stack:
-        node = stack.pop()
-        if node.children:
-            stack.extend(node.children)
-        else:
-            covered[node.start_byte:node.end_byte] = b"\x01" * (node.end_byte - node.start_byte)
-    drop: set[int] = set()
-    start = source.find(b"\\\n")
-    while start != -1:
-        newline = start + 1
-        if not covered[newline]:
-            backslashes = 0  # `\\<newline>` is an escaped backslash, then a newline
-            while newline - backslashes - 1 >= 0 and source[newline - backslashes - 1] == 0x5C \
-                    and not covered[newline - backslashes - 1]:
-                backslashes += 1
-            if backslashes % 2:
-                drop.update((start, newline))
-        start = source.find(b"\\\n", newline)
-    if not drop:
-        return None
-    return bytes(b for i, b in enumerate(source) if i not in drop)
-
-
-_TO_ASCII = bytes(b if b < 0x80 else 0x61 for b in range(256))
-_SOURCE = threading.local()  # the real bytes of the line being walked (the parser saw an ASCII copy)
-
-
-def _text(node: Any) -> str:
-    source = getattr(_SOURCE, "value", b"")
-    return source[node.start_byte:node.end_byte].decode("utf-8", "replace")
-
-
 #: Nodes that hold statements: their named children are walked as statements.
 _STRUCTURAL = frozenset({
-    "program", "list", "pipeline", "subshell", "compound_statement", "redirected_statement", "if_statement",
+    "program", "list", "pipeline", "subshell", "compound_statement", "if_statement",
     "elif_clause", "else_clause", "while_statement", "do_group", "for_statement", "c_style_for_statement",
     "case_statement", "case_item", "negated_command", "function_definition",
 })
@@ -387,15 +359,13 @@ _WORDLIKE = frozenset({
     "simple_expansion", "expansion", "arithmetic_expansion", "variable_name", "special_variable_name",
     "test_operator", "binary_expression", "unary_expression", "ternary_expression", "postfix_expression",
     "parenthesized_expression", "regex", "extglob_pattern", "string_content", "brace_expression",
-    "test_command", "subscript", "heredoc_body", "heredoc_start", "heredoc_end", "heredoc_content",
-    "file_descriptor", "command_name", "array",
+    "subscript", "heredoc_start", "heredoc_end", "heredoc_content", "file_descriptor", "command_name", "array",
 })
 _SUBSTITUTIONS = frozenset({"command_substitution", "process_substitution"})
+_REDIRECTS = frozenset({"file_redirect", "heredoc_redirect", "herestring_redirect"})
 _WRITE_OPS = frozenset({">", ">>", "&>", "&>>", ">|", "<>"})
 #: Redirection targets that write nothing anyone keeps.
 _HARMLESS_TARGETS = frozenset({"/dev/null", "/dev/stdout", "/dev/stderr", "/dev/tty"})
-_BRACE_EXPANSION = re.compile(r"\{[^{}\s]*(,|\.\.)[^{}\s]*\}")
-_GLOB_CHARS = re.compile(r"[*?\[]")
 #: `~+` is $PWD, `~-` $OLDPWD, `~2` a folder of `dirs`: a tilde prefix no home folder explains.
 _SHELL_TILDE = re.compile(r"~(?:[+-][0-9]*|[0-9]+)(?:/|$)")
 
@@ -405,6 +375,8 @@ class _Walker:
 
     def __init__(self) -> None:
         self.parts: list[Part] = []
+        self.outer: dict[int, list[Any]] = {}  # a command's statement's redirections, by the command's node
+        self.inherited: list[Any] = []  # what the compound statements around feed (``redirected``)
 
     def unjudged(self, node: Any, why: str, kind: Literal["command", "write"] = "command") -> None:
         self.parts.append(Part(kind, _text(node), (), why))
@@ -420,6 +392,10 @@ class _Walker:
             return
         if kind == "command":
             self.command(node, depth)
+        elif kind == "redirected_statement":
+            self.redirected(node, depth)
+        elif kind == "test_command":
+            self.test(node, depth)
         elif kind in ("declaration_command", "unset_command"):
             self.declaration(node, depth)
         elif kind in ("variable_assignment", "variable_assignments"):
@@ -440,9 +416,10 @@ class _Walker:
             self.unjudged(node, f"the construct {kind!r} is not judged")
             self.substitutions(node, depth)
 
-    def substitutions(self, node: Any, depth: int) -> None:
-        """The commands inside ``$(…)``, backticks and ``<(…)`` anywhere below ``node``."""
-        stack = list(reversed(node.children))
+    def substitutions(self, node: Any, depth: int, skip: frozenset[str] = frozenset()) -> None:
+        """The commands inside ``$(…)``, backticks and ``<(…)`` anywhere below ``node`` (not below a
+        child whose type is in ``skip``)."""
+        stack = [c for c in reversed(node.children) if c.type not in skip]
         while stack:
             child = stack.pop()
             if child.type in _SUBSTITUTIONS:
@@ -455,20 +432,60 @@ class _Walker:
     def arithmetic(self, node: Any) -> None:
         """``$(( … ))`` and ``(( … ))``: bash reads what is not arithmetic as ``$( ( … ) )`` / ``( ( … ) )``
         — ``echo $(( touch a ) & wait)`` runs ``touch a`` — so the inside is also judged as commands (the
-        property test against bash found that one). Real arithmetic then asks, as its word already did."""
+        property test against bash found that one). Real arithmetic then asks, as its word already did;
+        quoted text in it asks too: bash runs a ``$( … )`` in a subscript even there (``a["$(…)"]``)."""
         text = _text(node)
         inner = text[2:-1] if text.startswith("$(") else text[1:-1]
+        if re.search(r"[$`]", inner) and re.search(r"['\"\\]", inner):
+            self.unjudged(node, "an arithmetic expression with quoted text: bash may run a command in it")
         self.parts.extend(parse(inner).parts)
 
+    def redirected(self, node: Any, depth: int) -> None:
+        """A statement with its redirections, which bash gives the last simple command of a pipeline or
+        list (``x | bash <<'EOF'``), else the whole compound statement (a shell anywhere in it may read
+        what they feed). Words the grammar puts in a here-document's node are, to bash, that command's
+        arguments (``git <<EOF push --force`` runs ``git push --force``)."""
+        body, inherited = node.child_by_field_name("body"), self.inherited
+        outer = [r for r in node.named_children if r.type in _REDIRECTS]
+        target = body
+        while target is not None and target.type in ("pipeline", "negated_command", "list") and target.named_children:
+            target = target.named_children[-1]
+        if target is not None and target.type == "command":
+            self.outer[target.id] = outer
+        else:
+            self.inherited = [*inherited, *outer]
+            if any(heredoc_arguments(r) for r in outer if r.type == "heredoc_redirect"):
+                self.unjudged(node, "words follow a here-document's marker where bash reads no argument")
+        for child in node.named_children:
+            self.statements(child, depth + 1)
+        self.inherited = inherited
+
+    def test(self, node: Any, depth: int) -> None:
+        """``[[ … ]]`` and ``[ … ]``: a part like a command named ``[[`` / ``[`` (P1: ``[[ … ]] || echo ok``
+        is not just ``echo ok``); bash evaluates subscripts in it, even quoted (``_evaluated_text``)."""
+        read = test_words(node, shown_words)
+        if read is None:
+            self.command_part(node, [], f"{_text(node)!r} is only known when it runs")
+        elif _evaluated_text(read[0]):
+            self.command_part(node, read[0], _evaluated_text(read[0]))
+        else:
+            self.parts.append(Part("command", read[1], tuple(read[0])))
+        self.substitutions(node, depth)
+
     def command(self, node: Any, depth: int) -> None:
+        """A simple command, with its statement's redirections (``redirected``: a here-document's node may
+        hold words)."""
         words: list[str] = []
         n_assignments = 0  # the leading NAME=value words
         why = ""
-        later: list[Any] = []  # redirections inside the command node: judged after it
-        for child in node.named_children:
+        later = [c for c in node.named_children if c.type in _REDIRECTS]  # judged after the command
+        own = [*later, *self.outer.pop(node.id, [])]
+        feeds = [*self.inherited, *own]  # in the order bash applies them: the last one to its input wins
+        extra = [a for r in own if r.type == "heredoc_redirect" for a in heredoc_arguments(r)]
+        text = " ".join([_text(node), *(_text(a) for a in extra)]) if extra else None
+        for child in [*node.named_children, *extra]:
             kind = child.type
-            if kind in ("file_redirect", "heredoc_redirect", "herestring_redirect"):
-                later.append(child)
+            if kind in _REDIRECTS:
                 continue
             if kind == "comment":
                 continue
@@ -497,28 +514,35 @@ class _Walker:
             else:
                 words.append(value)
         if why:
-            self.command_part(node, words, why)
+            self.command_part(node, words, why, text)
         else:
-            self.runs(node, words, n_assignments, depth)
-        self.substitutions(node, depth)
+            self.runs(node, words, n_assignments, depth, text, feeds)
+        self.substitutions(node, depth, skip=_REDIRECTS)  # the redirections' own: with them, below
         for r in later:
             self.redirect(r, depth)
 
-    def runs(self, node: Any, words: list[str], n_assignments: int, depth: int) -> None:
+    def runs(self, node: Any, words: list[str], n_assignments: int, depth: int, text: str | None = None,
+             feeds: Sequence[Any] = ()) -> None:
         """A simple command whose words are all known, as the parts it runs (``_runs``): its assignments,
-        an elevating wrapper's text, the command itself, and the command lines it gets as strings."""
+        an elevating wrapper's text, the command itself, and the command lines it gets as strings or, a
+        shell, as a here-document or here-string for its input (``bash <<'EOF'``; ``feeds``)."""
         runs = _runs(words, n_assignments)
         if not runs.command:  # only assignments, or a wrapper that runs nothing (`env X=1`, `exec >f`)
-            self.command_part(node, words, "")
+            self.command_part(node, words, "", text)
             return
         for assignment in runs.assignments:
-            self.parts.append(Part("command", shown_words([assignment]), (assignment,)))
-        for text in runs.also:
-            self.command_part(node, text, "")
-        if runs.why:
-            self.parts.append(Part("command", shown_words(runs.command), tuple(runs.command), runs.why))
+            self.parts.append(_assignment_part(assignment, shown_words([assignment])))
+        for also in runs.also:
+            self.command_part(node, also, "")
+        why = runs.why or _evaluated_text(runs.command) or _string_commands(runs.command)[1]
+        if why:  # as a whole, so a deny rule sees every reading of it (and the strings it may run)
+            self.parts.append(Part("command", shown_words(runs.command), tuple(runs.command), why))
             return
         self.command_part(node, runs.command, "")
+        fed = fed_text(feeds) if _reads_input(runs.command) else None
+        if fed is not None:
+            self.parts.extend(parse(fed[0]).parts if fed[0] is not None else [Part(
+                "command", _text(fed[1]), (), "a shell runs this input as commands, known only when it runs")])
         for inner, why in _argument_commands(runs.command):  # xargs rm, find -exec rm {} ;
             if depth > MAX_DEPTH:
                 raise RecursionError
@@ -526,17 +550,17 @@ class _Walker:
                 self.parts.append(Part("command", shown_words(runs.command), tuple(runs.command), why))
             else:
                 self.runs(node, inner, 0, depth + 1)
-        for line in _string_commands(runs.command):
+        for line in _string_commands(runs.command)[0]:
             if not line.strip():
                 continue  # `trap '' TERM` ignores a signal; `eval ''` runs nothing
             if depth > MAX_DEPTH:
                 raise RecursionError
             self.parts.extend(parse(line).parts)
 
-    def command_part(self, node: Any, words: list[str], why: str) -> None:
+    def command_part(self, node: Any, words: list[str], why: str, text: str | None = None) -> None:
         """One judged part: as written when it cannot be judged (``why``), else its words as bash reads them."""
         if why:
-            self.parts.append(Part("command", _text(node), tuple(words), why))
+            self.parts.append(Part("command", text or _text(node), tuple(words), why))
         else:
             self.parts.append(Part("command", shown_words(words), tuple(words)))
 
@@ -550,7 +574,7 @@ class _Walker:
                 why = why or f"{_text(child)!r} is only known when it runs"
                 value = _text(child)
             words.append(value)
-        self.command_part(node, words, why)
+        self.command_part(node, words, why or _evaluated_text(words))
         self.substitutions(node, depth)
 
     def assignment(self, node: Any, depth: int) -> None:
@@ -562,13 +586,16 @@ class _Walker:
                 self.parts.append(Part("command", _text(item), (_text(item),),
                                        f"the assignment {_text(item)!r} is only known when it runs"))
             else:
-                self.parts.append(Part("command", shown_words([value]), (value,)))
+                self.parts.append(_assignment_part(value, shown_words([value])))
         self.substitutions(node, depth)
 
     def redirect(self, node: Any, depth: int) -> None:
+        if node.type == "heredoc_redirect":
+            self.heredoc(node, depth)
+            return
         self.substitutions(node, depth)
         if node.type != "file_redirect":
-            return  # here-documents and here-strings feed input; their substitutions are walked above
+            return  # a here-string feeds input; its substitutions are walked above
         op = next((c.type for c in node.children if not c.is_named), "")
         targets = [c for c in node.named_children if c.type != "file_descriptor"]
         if op in (">&", "<&", ">&-", "<&-"):
@@ -597,99 +624,38 @@ class _Walker:
         elif target not in _HARMLESS_TARGETS:
             self.parts.append(Part("write", target, (target,)))
 
+    def heredoc(self, node: Any, depth: int) -> None:
+        """A here-document: unjudged when bash may read it differently from the tree (``heredoc_problem``;
+        its text, the body too, is then what a deny rule reads roughly), else the commands in its text;
+        and what the grammar puts in its node after the marker — the rest of the line (``> f``,
+        ``&& rm y``, ``| sh``: redirections and statements of their own; arguments, see ``redirected``)."""
+        why = heredoc_problem(node)
+        if why:  # where bash ends it is not known: a deny reads the rest of the line roughly
+            rest = _SOURCE.value[node.start_byte:].decode("utf-8", "replace")
+            self.parts.append(Part("command", rest, (), f"the here-document: {why}"))
+        for child in node.named_children:
+            if child.type == "heredoc_body":
+                self.substitutions(child, depth)
+            elif child.type in _REDIRECTS:
+                self.redirect(child, depth + 1)
+            elif child.type not in HEREDOC_PIECES:
+                self.statements(child, depth + 1)
+
+
+def _assignment_part(value: str, text: str) -> Part:
+    """An assignment's part: unjudged when its value holds what bash runs if the variable is later
+    evaluated as arithmetic (``x='a[$(rm y)]'; (( x ))``, or ``declare -i x``), so a deny sees it."""
+    if _RUNS_WHEN_EVALUATED.search(value.split("=", 1)[-1]):
+        return Part("command", text, (value,), f"the value of {text!r} holds a command bash runs if the variable "
+                                               "is evaluated as arithmetic")
+    return Part("command", text, (value,))
+
 
 def _keyword_like(raw: str) -> bool:
     """A command name as written that bash may read as a keyword or a group: the grammar and bash
     disagree about those after `!`."""
     return (raw.split()[0] if raw.split() else raw) in _KEYWORDS or any(c in raw for c in "{}") \
         or any(c.isspace() for c in raw)
-
-
-def _is_arithmetic(node: Any) -> bool:
-    if node.type == "arithmetic_expansion":
-        return True
-    first = node.children[0] if node.type == "compound_statement" and node.children else None
-    return first is not None and not first.is_named and first.type == "(("
-
-
-def _assignment(node: Any) -> str | None:
-    """``NAME=value`` as bash assigns it, or None when the value (or a subscript) is only known at run time."""
-    children = node.named_children
-    if not children:
-        return None
-    name = children[0]
-    if name.type != "variable_name":
-        return None  # a subscript (a[$(x)]=…) or something else: not judged
-    op = next((c for c in node.children if not c.is_named), None)
-    sign = _text(op) if op is not None else "="
-    values = children[1:]
-    if not values:
-        return _text(name) + sign
-    value = _literal(values[0]) if len(values) == 1 else None
-    return None if value is None else _text(name) + sign + value
-
-
-def _unquoted_glob(node: Any) -> bool:
-    """Whether a glob character in ``node`` is outside quotes (so bash expands it)."""
-    if node.type == "word":
-        return bool(_GLOB_CHARS.search(_text(node).replace("\\*", "").replace("\\?", "").replace("\\[", "")))
-    if node.type == "concatenation":
-        return any(_unquoted_glob(c) for c in node.named_children)
-    return False
-
-
-def _literal(node: Any) -> str | None:
-    """The word as bash passes it to the program, or None when only running it tells (an expansion,
-    a substitution, a brace expansion, ANSI-C quoting, anything this module does not know)."""
-    kind = node.type
-    if kind == "word":
-        raw = _text(node)
-        if _BRACE_EXPANSION.search(raw) or "$" in raw or "`" in raw:
-            return None
-        return _unescape(raw)
-    if kind == "number":
-        raw = _text(node)
-        return raw if re.fullmatch(r"[0-9A-Za-z_#]+", raw) else None
-    if kind == "raw_string":
-        raw = _text(node)
-        return raw[1:-1] if len(raw) >= 2 else None
-    if kind == "string":
-        out = []
-        for child in node.children:
-            if not child.is_named:
-                continue  # the quotes
-            if child.type != "string_content":
-                return None  # an expansion or a substitution inside the quotes
-            out.append(_unescape_double(_text(child)))
-        inner = "".join(out)
-        raw = _text(node)
-        # tree-sitter leaves out content it reads as whitespace-only in some strings; trust the source then
-        if not out and len(raw) >= 2 and "$" not in raw and "`" not in raw:
-            return _unescape_double(raw[1:-1])
-        return inner
-    if kind == "concatenation":
-        pieces = []
-        for child in node.named_children:
-            value = _literal(child)
-            if value is None:
-                return None
-            pieces.append(value)
-        joined = _text(node)
-        if _BRACE_EXPANSION.search(joined) and any(c.type == "word" for c in node.named_children):
-            return None  # p{yt,}est: bash expands braces across the pieces
-        return "".join(pieces)
-    return None
-
-
-def _unescape(raw: str) -> str:
-    """An unquoted word: ``\\x`` is ``x``, a backslash-newline joins lines."""
-    return re.sub(r"\\(.)", r"\1", raw.replace("\\\n", ""), flags=re.DOTALL)
-
-
-def _unescape_double(raw: str) -> str:
-    """Inside double quotes only ``\\$``, ``\\```, ``\\"``, ``\\\\`` and backslash-newline are escapes."""
-    raw = raw.replace("\\\n", "")
-    return re.sub(r"\\([$`\"\\])", r"\1", raw)
 
 
 def iter_words(parsed: Parsed) -> Iterator[str]:

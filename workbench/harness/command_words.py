@@ -1,7 +1,9 @@
 """What the words of one simple shell command run (E2): leading assignments, wrappers that run the
 rest of their words as a command (``command``, ``exec``, ``env``, ``nice``, ``sudo`` …, their options
-listed exactly), commands given as a string (``eval``, ``trap``, ``alias``, ``bash -c``), and commands
-given as arguments (``xargs``, ``find -exec``).
+listed exactly; ``env -S`` splits its value into words as GNU env does), commands given as a string
+(``eval``, ``trap``, ``alias``, ``bash -c`` — a shell's options read as bash reads them), commands given
+as arguments (``xargs``, ``find -exec``), and builtins that evaluate a word as arithmetic or a variable
+name, where bash runs a ``$(…)`` even from quoted text (``[[ 'a[$(rm x)]' -eq 1 ]]``, ``printf -v``).
 
 ``command_rules`` judges each simple command on the command it runs, so a deny rule on ``rm *`` is not
 passed by ``X=1 rm``, ``command rm`` or ``exec rm`` (found by a review), and an allow rule on ``rm *``
@@ -11,6 +13,7 @@ covers ``command rm`` without a second rule. No Qt.
 from __future__ import annotations
 
 import re
+import shlex
 from collections.abc import Iterator
 from dataclasses import dataclass
 
@@ -38,9 +41,10 @@ def _unwrapped_readings(words: list[str]) -> Iterator[list[str]]:
         if unwrapped is _RUNS_NOTHING:
             return
         if unwrapped is _NOT_KNOWN:
-            for i in range(1, len(rest)):
-                if not rest[i].startswith("-"):
-                    yield rest[i:]
+            args = _rough_split(rest[1:]) if _wrapper(rest[0]).splits else rest[1:]  # type: ignore[union-attr]
+            for i in range(len(args)):
+                if not args[i].startswith("-"):
+                    yield args[i:]
             return
         assert isinstance(unwrapped, tuple)
         rest = unwrapped[1]
@@ -61,6 +65,9 @@ class _Wrapper:
     #: Runs the command with more rights (as another user): both the wrapper's text and the command are
     #: judged, so an allow for ``rm *`` does not allow ``sudo rm``.
     elevates: bool = False
+    #: ``-S VALUE`` / ``--split-string=VALUE`` (GNU env): VALUE is split into words that take the
+    #: option's place and are read again as arguments (``env -S 'rm -f x'`` runs ``rm -f x``).
+    splits: bool = False
 
 
 def _set(*names: str) -> frozenset[str]:
@@ -76,7 +83,7 @@ _WRAPPERS: dict[str, _Wrapper] = {
     "builtin": _Wrapper(),
     "exec": _Wrapper(flags=_set("-c", "-l"), valued=_set("-a")),
     "env": _Wrapper(flags=_set("-i", "--ignore-environment", "-", "-0", "--null"),
-                    valued=_set("-u", "--unset"), assigns=True),
+                    valued=_set("-u", "--unset"), assigns=True, splits=True),
     "nice": _Wrapper(valued=_set("-n", "--adjustment")),
     "nohup": _Wrapper(),
     # bash's keyword, or the program /usr/bin/time; a command named `time` asks (see _keyword_like), and
@@ -126,6 +133,12 @@ def _command_start(name: str, wrapper: _Wrapper, args: list[str]) -> int | str:
         if arg == "--":
             i += 1
             break
+        split = _split_option(args, i) if wrapper.splits else None
+        if split is not None:  # env -S: its words take its place and are read again (``args`` is a copy)
+            if isinstance(split, str):
+                return split
+            args[i:i + split[1]] = split[0]
+            continue
         if arg in wrapper.runs_nothing:
             return _RUNS_NOTHING
         if arg in wrapper.flags:
@@ -148,6 +161,55 @@ def _command_start(name: str, wrapper: _Wrapper, args: list[str]) -> int | str:
     if i > len(args):
         return _NOT_KNOWN  # an option's value is missing
     return i
+
+
+def _split_value(args: list[str], i: int, grouped: bool = False) -> tuple[str, int] | str | None:
+    """``args[i]`` as env's ``-S``/``--split-string`` (GNU getopt takes any unambiguous prefix, ``--s``;
+    ``grouped``: also after other letters, ``-vS``): (its value, how many arguments it spans), None when
+    it is not one, ``_NOT_KNOWN`` when its value is missing."""
+    arg = args[i]
+    name, eq, value = arg.partition("=")
+    short = re.fullmatch(r"-([^-S]*)S(.*)", arg, re.DOTALL)
+    if arg.startswith("--") and len(name) > 2 and "--split-string".startswith(name):
+        if eq:
+            return value, 1
+    elif short and (grouped or not short.group(1)):
+        if short.group(2):
+            return short.group(2), 1
+    else:
+        return None
+    return (args[i + 1], 2) if i + 1 < len(args) else _NOT_KNOWN
+
+
+def _rough_split(args: list[str]) -> list[str]:
+    """env's arguments with every ``-S`` value split roughly (quotes read as the shell reads them), for a
+    deny rule's reading of an env whose options are not known."""
+    args = list(args)
+    i = 0
+    while i < len(args):
+        split = _split_value(args, i, grouped=True)
+        if not isinstance(split, tuple):
+            i += 1
+            continue
+        try:
+            words = shlex.split(split[0])
+        except ValueError:
+            words = split[0].split()
+        args[i:i + split[1]] = words  # read again, as env does (each pass takes an option away)
+    return args
+
+
+def _split_option(args: list[str], i: int) -> tuple[list[str], int] | str | None:
+    """``args[i]`` as env's ``-S``/``--split-string`` (``_split_value``): (the words its value splits
+    into, how many arguments it spans), ``_NOT_KNOWN`` when the value holds what env reads specially
+    (quotes, escapes, ``$``, ``#``, other blanks) or is missing, else None."""
+    split = _split_value(args, i)
+    if not isinstance(split, tuple):
+        return split
+    value, span = split
+    if any(c in "'\"\\$#" or (c < " " and c not in "\t\n") or c == "\x7f" for c in value):
+        return _NOT_KNOWN
+    return [w for w in re.split(r"[ \t\n]+", value) if w], span
 
 
 def _unwrap_one(words: list[str]) -> tuple[list[str], list[str]] | str:
@@ -245,42 +307,127 @@ def _argument_commands(words: list[str]) -> list[tuple[list[str], str]]:
 
 #: Shells whose ``-c`` takes a command line as one string.
 _SHELLS = frozenset({"bash", "sh", "dash", "zsh", "ksh", "ash", "mksh"})
+#: bash's long options (``--name`` or ``-name``, read only before its one-letter options): flags, and
+#: those whose value is the next word. Another ``--name`` makes the command unjudged.
+_BASH_LONG_FLAGS = frozenset({"debug", "debugger", "dump-po-strings", "dump-strings", "help", "login", "noediting",
+                              "noprofile", "norc", "posix", "pretty-print", "protected", "restricted", "verbose",
+                              "version", "wordexp"})
+_BASH_LONG_VALUED = frozenset({"init-file", "rcfile"})
 #: Commands that change the folder later relative paths are read from (a redirection's file, E2).
 _FOLDER_CHANGERS = frozenset({"cd", "pushd", "popd", "source", ".", "eval"})
 
 
-def _string_commands(words: list[str]) -> list[str]:
-    """The command lines a command runs that are given to it as strings: ``eval`` (its words joined),
-    ``trap 'cmd' SIG``, ``alias n='cmd'``, ``bash -c 'cmd'``; [] when none."""
+def _string_commands(words: list[str]) -> tuple[list[str], str]:
+    """The command lines a command runs that are given to it as strings — ``eval`` (its words joined,
+    after a leading ``--``), ``trap 'cmd' SIG``, ``alias n='cmd'``, ``bash -c 'cmd'`` — and why which
+    string runs is not known (a shell's option this module does not know), or ""."""
     if not words:
-        return []
+        return [], ""
     name = words[0].rsplit("/", 1)[-1]
     if name == "eval":
-        return [" ".join(words[1:])] if len(words) > 1 else []
+        args = words[2:] if words[1:2] == ["--"] else words[1:]
+        return ([" ".join(args)] if args else []), ""
     if name == "trap":
         args = words[1:]
         if args and args[0] == "--":
             args = args[1:]
         if len(args) >= 2 and not args[0].startswith("-"):
-            return [args[0]]
-        return []
+            return [args[0]], ""
+        return [], ""
     if name == "alias":
-        return [w.split("=", 1)[1] for w in words[1:] if "=" in w]
+        return [w.split("=", 1)[1] for w in words[1:] if "=" in w], ""
     if name in _SHELLS:
-        i = 1
-        script_next = False
-        while i < len(words) and words[i][:1] in ("-", "+") and words[i] not in ("-", "--"):
-            arg = words[i]
-            if arg in ("-o", "+o", "-O", "+O"):
+        return _shell_script(name, words)
+    return [], ""
+
+
+def _shell_options(name: str, words: list[str]) -> tuple[int, str, str]:
+    """A shell's options read as bash reads them — long ones first (``--rcfile F``, ``-norc``), then
+    one-letter ones, grouped or not (``-ec``, ``-o pipefail``: each ``o``/``O`` takes the next word), ``-``
+    or ``--`` ending them: where its operands start, the letters given, and why they are not known, or ""."""
+    i = 1
+    if name == "bash":
+        while i < len(words) and words[i].startswith("-") and words[i] not in ("-", "--"):
+            long = words[i][2:] if words[i].startswith("--") else words[i][1:]
+            if long in _BASH_LONG_FLAGS:
+                i += 1
+            elif long in _BASH_LONG_VALUED:
                 i += 2
-                continue
-            if not arg.startswith("--") and "c" in arg[1:]:
-                script_next = True
-            i += 1
-        if script_next:
-            return [words[i]] if i < len(words) else []
+            else:
+                break  # one-letter options (or a long one not known: below)
+    letters = ""
+    while i < len(words):
+        arg = words[i]
+        if arg in ("-", "--"):
+            return i + 1, letters, ""
+        if arg.startswith("--"):
+            return i, letters, f"{name} runs a command line, and with the option {arg!r} which one is not known"
+        if arg[:1] in ("-", "+") and len(arg) > 1:
+            letters += arg[1:]
+            i += 1 + arg.count("o") + arg.count("O")
+            continue
+        break
+    return i, letters, ""
+
+
+def _shell_script(name: str, words: list[str]) -> tuple[list[str], str]:
+    """A shell's ``-c`` string: the first word after its options (``bash -c -- 'cmd'``; ``_shell_options``)."""
+    i, letters, why = _shell_options(name, words)
+    if why:
+        return [], why
+    return ([words[i]] if "c" in letters and i < len(words) else []), ""  # else a script file or the input
+
+
+def _reads_input(words: list[str]) -> bool:
+    """Whether ``words`` are a shell running the commands of its input (no ``-c`` and no script file, or
+    ``-s``): ``bash <<'EOF'`` runs the here-document as ``bash -c`` runs its string."""
+    name = words[0].rsplit("/", 1)[-1] if words else ""
+    if name not in _SHELLS:
+        return False
+    i, letters, why = _shell_options(name, words)
+    return not why and "c" not in letters and ("s" in letters or i >= len(words))
+
+
+def _rough_strings(words: list[str]) -> list[str]:
+    """For a deny rule's rough reading of a part that cannot be judged: the words of ``words`` that may be
+    command lines it runs — every argument of a shell, ``eval`` (its words joined too), ``trap``, ``alias``
+    or ``env`` (an ``-S`` value, or the part after ``=``), and a command name holding a blank (how an
+    ``env -S`` value not read exactly stands)."""
+    if not words:
         return []
-    return []
+    name = words[0].rsplit("/", 1)[-1]
+    out = [words[0]] if any(c.isspace() for c in words[0]) else []
+    if name in _SHELLS or name in ("eval", "trap", "alias", "env"):
+        for word in words[1:]:
+            out += [word, word.split("=", 1)[1]] if "=" in word else [word]
+        if name == "eval":
+            out.append(" ".join(words[2:] if words[1:2] == ["--"] else words[1:]))
+    return [w for w in dict.fromkeys(out) if w.strip()]
+
+
+#: Builtins (and ``[[``) that evaluate a word as arithmetic or as a variable name with a subscript:
+#: bash runs a ``$( … )`` or a backtick there even when the word was quoted (``test -v 'a[$(rm x)]'``,
+#: ``printf -v``, ``declare -i x='a[$(…)]'``, ``read``, ``let``; ``compgen -W`` expands its word list).
+_EVALUATING = frozenset({"[", "[[", "test", "let", "declare", "typeset", "local", "export", "readonly", "read",
+                         "unset", "mapfile", "readarray", "getopts", "wait", "printf", "compgen", "complete"})
+#: What bash may run when a value is evaluated as arithmetic later (``x='a[$(rm y)]'; (( x ))``).
+_RUNS_WHEN_EVALUATED = re.compile(r"\$[({\[]|`")
+
+
+def _evaluated_text(words: list[str] | tuple[str, ...]) -> str:
+    """Why ``words`` (a builtin and its arguments, as bash passes them) may run a command hidden in a
+    word bash evaluates (E2), or "": a ``$`` or a backtick in any argument of a builtin of
+    ``_EVALUATING`` (``printf`` only with ``-v``). A program named by a path (``/usr/bin/test``) is no builtin."""
+    if not words or words[0] not in _EVALUATING:
+        return ""
+    args = words[1:]
+    if words[0] == "printf" and not any(a == "-v" or (a.startswith("-v") and len(a) > 2) for a in args[:2]):
+        return ""
+    for word in args:
+        if "$" in word or "`" in word:
+            return (f"{words[0]!r} evaluates {word!r} as arithmetic or a variable name, where bash runs the "
+                    "command inside it even when it was quoted")
+    return ""
 
 
 # ------------------------------------------------------------------------------------------ parsing
