@@ -11,17 +11,20 @@ import binascii
 import hashlib
 import json
 import re
+import unicodedata
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from workbench.errors import ToolError
 
-__all__ = ["MAX_SCHEMA_CHARS", "NAME_RE", "McpCallError", "McpResult", "McpServerInfo", "McpToolInfo", "decoded_size",
-           "offered_names", "one_line", "result_of", "tool_infos", "trimmed_schema"]
+__all__ = ["MAX_SCHEMA_CHARS", "NAME_RE", "McpCallError", "McpResult", "McpServerInfo", "McpToolInfo", "clean_text",
+           "decoded_size", "offered_names", "one_line", "result_of", "tool_infos", "trimmed_schema"]
 
 MAX_DESCRIPTION_CHARS = 4000
 """A tool's description is cut here: a server's essay must not crowd the prompt."""
+MAX_SERVER_INFO_CHARS = 200
+"""A server's own name and version (``McpServerInfo.server_info``) are cut here."""
 MAX_SCHEMA_CHARS = 16_000
 """A tool's input schema, as JSON, may be this long (about 4,000 tokens, four descriptions' worth: a
 real tool's schema with a few dozen documented parameters takes 1–10 K). It goes to the model with every
@@ -86,6 +89,12 @@ class McpServerInfo:
     server_info: str | None = None  # the server's own name and version
     note: str | None = None  # why it does not start (disabled, not trusted)
 
+    def __post_init__(self) -> None:
+        # X5: the server's own name and version are the server's words: on one line, with no control
+        # or format character (an ANSI escape, a bidi override) left to reach a terminal or the panel.
+        if self.server_info is not None:
+            object.__setattr__(self, "server_info", one_line(self.server_info, MAX_SERVER_INFO_CHARS) or None)
+
     @property
     def offered(self) -> tuple[McpToolInfo, ...]:
         return tuple(t for t in self.tools if t.offered)
@@ -144,7 +153,43 @@ def _schema(raw: Any) -> tuple[dict[str, Any], str | None]:
         return schema, f"its input schema is not valid JSON Schema ({one_line(getattr(e, 'message', str(e)))})"
     if schema.get("type") != "object":
         return schema, f"its input schema is of type {schema.get('type')!r}, not an object"
+    ref = _unresolvable_ref(schema)
+    if ref is not None:
+        return schema, (f"its input schema has a $ref that points to nothing in the schema ({one_line(ref, 100)!r}); "
+                        "a schema's references are never fetched")
     return schema, None
+
+
+def _unresolvable_ref(schema: dict[str, Any]) -> str | None:
+    """The first ``$ref``/``$dynamicRef`` of ``schema`` that cannot be resolved, each looked up once
+    the way the engine's check of a call would (``engine.tools.validate_call``), in a registry that
+    never fetches: only the schema itself and the drafts' own meta-schemas (X2, M5). None when all
+    resolve. A schema too deep to walk, or one ``referencing`` cannot read, names itself."""
+    from jsonschema.validators import SPECIFICATIONS  # the drafts' meta-schemas, shipped: no fetch
+    from referencing import Registry
+    from referencing.exceptions import Unresolvable
+    from referencing.jsonschema import DRAFT202012
+
+    root = DRAFT202012.create_resource(schema)
+    resolver = SPECIFICATIONS.combine(Registry()).resolver_with_root(root)
+    stack = [(root, resolver)]
+    try:
+        while stack:
+            resource, resolver = stack.pop()
+            contents = resource.contents
+            if isinstance(contents, Mapping):
+                for key in ("$ref", "$dynamicRef"):
+                    ref = contents.get(key)
+                    if isinstance(ref, str):
+                        try:
+                            resolver.lookup(ref)
+                        except Unresolvable:
+                            return ref
+            for sub in resource.subresources():
+                stack.append((sub, resolver.in_subresource(sub)))
+    except Exception as e:  # noqa: BLE001 - an odd $id, a resource referencing cannot read
+        return f"(the schema cannot be read: {one_line(str(e) or type(e).__name__, 80)})"
+    return None
 
 
 def _cut(text: str, limit: int) -> str:
@@ -174,6 +219,26 @@ def _trim(node: Any) -> Any:
     return out
 
 
+def _clean_schema(node: Any) -> Any:
+    """A schema with every ``description``/``title`` cleaned (``clean_text``), at every depth; nothing
+    else changes (names of properties, ``enum``, ``default`` and other data are the server's to keep)."""
+    if isinstance(node, list):
+        return [_clean_schema(v) for v in node]
+    if not isinstance(node, Mapping):
+        return node
+    out: dict[str, Any] = {}
+    for key, value in node.items():
+        if key in ("description", "title") and isinstance(value, str):
+            out[key] = clean_text(value, lines=key == "description")
+        elif key in _SCHEMA_MAPS and isinstance(value, Mapping):
+            out[key] = {name: _clean_schema(sub) for name, sub in value.items()}
+        elif key in _SCHEMA_DATA:
+            out[key] = value
+        else:
+            out[key] = _clean_schema(value)
+    return out
+
+
 def _size(schema: Any) -> int:
     return len(json.dumps(schema, ensure_ascii=False, separators=(",", ":"), default=str))
 
@@ -196,8 +261,51 @@ def trimmed_schema(schema: dict[str, Any]) -> tuple[dict[str, Any], str | None, 
 
 
 def one_line(text: str, limit: int = 300) -> str:
+    """``text`` (a server's words) on one line of at most ``limit`` characters, with no control or format
+    character left (``clean_text``)."""
     text = " ".join(str(text).split())
-    return text if len(text) <= limit else text[: limit - 1] + "…"
+    text = text if len(text) <= limit else text[: limit - 1] + "…"
+    if not text.isprintable():
+        text = clean_text(text)
+        text = text if len(text) <= limit else text[: limit - 1] + "…"
+    return text
+
+
+_KEPT_FORMAT = frozenset("\u200c\u200d")
+"""Format characters a text needs: the zero-width non-joiner and joiner (Persian, Indic scripts, emoji)."""
+
+
+def clean_text(text: str, *, lines: bool = False) -> str:
+    """A server's text made safe to show in a terminal or the window and to give the model (X2, X5):
+    every C0 and C1 control character and DEL, every format character (bidi embeddings, overrides and
+    isolates, zero-width spaces, the byte-order mark, tag characters) but the joiners, and every lone
+    surrogate becomes a visible escape (``\\x1b``, ``\\u202e``), so no escape sequence or reordering a
+    server chose reaches a screen, and no hidden text reaches the model unseen. Whitespace controls
+    (tab, CR, vertical tab, form feed, the line and paragraph separators) become a space; with
+    ``lines`` (a description) a newline and a tab are kept, and CR, CRLF and the separators are
+    newlines."""
+    if text.isprintable():
+        return text
+    if lines:
+        text = text.replace("\r\n", "\n")
+    out: list[str] = []
+    for ch in text:
+        if ch.isprintable() or ch in _KEPT_FORMAT:
+            out.append(ch)
+            continue
+        category = unicodedata.category(ch)
+        if lines and ch in "\n\t":
+            out.append(ch)
+        elif lines and (ch == "\r" or category in ("Zl", "Zp")):
+            out.append("\n")
+        elif ch in "\t\n\r\v\f" or category in ("Zl", "Zp"):
+            out.append(" ")
+        elif category in ("Cc", "Cf", "Cs"):
+            code = ord(ch)
+            out.append(f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}" if code < 0x10000 else f"\\U{code:08x}")
+        else:  # a space other than ASCII's (Zs), private use, unassigned: shown as they are
+            out.append(ch)
+    return "".join(out)
 
 
 def tool_infos(server: str, listed: list[Any]) -> tuple[McpToolInfo, ...]:
@@ -207,10 +315,16 @@ def tool_infos(server: str, listed: list[Any]) -> tuple[McpToolInfo, ...]:
         schema, problem = _schema(getattr(t, "input_schema", None))
         note = None
         if problem is None:
+            try:
+                schema = _clean_schema(schema)
+            except RecursionError:  # deeper than check_schema went: not reached in practice
+                problem = "its input schema is nested too deeply to read"
+        if problem is None:
             schema, note, problem = trimmed_schema(schema)
         ann = getattr(t, "annotations", None)
-        desc = (getattr(t, "description", None) or getattr(t, "title", None) or "").strip()
-        desc = _cut(desc, MAX_DESCRIPTION_CHARS)
+        desc = str(getattr(t, "description", None) or getattr(t, "title", None) or "").strip()
+        # X2, X5: the server's words, cut, with no control or format character left (clean_text)
+        desc = _cut(clean_text(_cut(desc, MAX_DESCRIPTION_CHARS), lines=True).strip(), MAX_DESCRIPTION_CHARS)
         out.append(McpToolInfo(server, names[t.name], t.name, desc or f"The {t.name} tool of MCP server {server}.",
                                schema, bool(getattr(ann, "read_only_hint", False)),
                                bool(getattr(ann, "destructive_hint", False)), True, problem, note))

@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import math
 import random
 import re
 import uuid
@@ -47,7 +48,8 @@ _TIMEOUT_NAMES = {"Timeout", "APITimeoutError", "TimeoutError", "ReadTimeout", "
 class _Failure:
     """What went wrong with one attempt, and whether another attempt may help."""
 
-    kind: str  # auth, unknown_model, refused, connection, timeout, rate_limit, server, context, bad_request, other
+    # auth, unknown_model, refused, bad_usage, connection, timeout, rate_limit, server, context, bad_request, other
+    kind: str
     retryable: bool
     status: int | None
     detail: str
@@ -93,6 +95,23 @@ def _status(exc: BaseException) -> int | None:
         return None
 
 
+def _bad_usage(exc: BaseException) -> str | None:
+    """What is wrong with the provider's usage figures, when ``exc`` is litellm failing to read them
+    (pydantic refusing its ``Usage``: ``"prompt_tokens": 1e400``), else None."""
+    for e in _chain(exc):
+        if type(e).__name__ != "ValidationError" or getattr(e, "title", None) != "Usage":
+            continue
+        try:
+            errors = e.errors(include_url=False, include_input=False)  # type: ignore[attr-defined]
+            parts = [f"{'.'.join(str(p) for p in err.get('loc', ())) or 'usage'}: {err.get('msg', '')}"
+                     for err in errors[:3]]
+        except Exception:  # noqa: BLE001 - another ValidationError than pydantic's
+            parts = []
+        text = "; ".join(parts) or _short(e)
+        return text if len(text) <= 200 else text[:197] + "..."
+    return None
+
+
 def classify(exc: BaseException) -> _Failure:
     """Sort a litellm/httpx/aiohttp exception into a failure kind (see ``_Failure``)."""
     names = _names(exc)
@@ -100,6 +119,9 @@ def classify(exc: BaseException) -> _Failure:
     detail = _short(exc)
     if "ConnectionRefusedError" in names:
         return _Failure("refused", False, None, detail)
+    usage = _bad_usage(exc)
+    if usage is not None:  # litellm wraps it as a lost connection; the network is not at fault (R5)
+        return _Failure("bad_usage", False, None, usage)
     if names & _TIMEOUT_NAMES:
         return _Failure("timeout", True, status, detail)
     if names & _CONNECTION_ERROR_NAMES or detail.rstrip(".").lower() == "connection error":
@@ -133,11 +155,34 @@ def _get(obj: Any, name: str) -> Any:
     return getattr(obj, name, None)
 
 
-def _int(value: Any) -> int:
-    try:
-        return int(value or 0)
-    except (TypeError, ValueError):
+MAX_REPORTED_TOKENS = 10**12
+"""The most tokens one call's usage figure may say (a trillion, far past any context window): a larger
+figure is not a count (``_int``)."""
+
+
+def _int(value: Any, field: str = "usage figure", model: str = "") -> int:
+    """A token count from the provider's usage (R5, B1): a whole number from 0 to MAX_REPORTED_TOKENS.
+    A negative figure would lower what the run and its budgets count (a ``total_tokens`` budget would
+    never hold), so it counts as 0, as do a non-finite, non-numeric or absurdly large one — the same
+    rule as stored usage (``Usage.from_dict``); each with a warning naming the field. Absent is 0."""
+    if value is None:
         return 0
+    number: int | None = None
+    if not isinstance(value, bool):
+        try:
+            if isinstance(value, int):
+                number = int(value)
+            else:
+                real = float(value)  # a float, "12", "1e3", Decimal: what int(value) would take, and more
+                number = int(real) if math.isfinite(real) else None
+        except (TypeError, ValueError, OverflowError):
+            number = None
+    if number is not None and 0 <= number <= MAX_REPORTED_TOKENS:
+        return number
+    shown = repr(value)
+    log.warning("%s: the provider's usage says %s = %s, which is not a token count; counted as 0",
+                model or "model", field, shown if len(shown) <= 40 else shown[:39] + "…")
+    return 0
 
 
 #: Models litellm's price list does not know (``LiteLLMModel._cost``): asked once a process.
@@ -346,10 +391,16 @@ class LiteLLMModel:
         count them twice; ``cached_tokens`` is the cached part of ``input_tokens``.
         """
         if raw:
-            prompt = _int(_get(raw, "prompt_tokens"))
-            completion = _int(_get(raw, "completion_tokens"))
-            thoughts = _int(_get(_get(raw, "completion_tokens_details"), "reasoning_tokens"))
-            cached = _int(_get(_get(raw, "prompt_tokens_details"), "cached_tokens"))
+            figures = (_get(raw, "prompt_tokens"), _get(raw, "completion_tokens"),
+                       _get(_get(raw, "completion_tokens_details"), "reasoning_tokens"),
+                       _get(_get(raw, "prompt_tokens_details"), "cached_tokens"))
+            prompt, completion, thoughts, cached = (
+                _int(value, name, self.model) for value, name in zip(figures, (
+                    "prompt_tokens", "completion_tokens", "completion_tokens_details.reasoning_tokens",
+                    "prompt_tokens_details.cached_tokens")))
+            if any(value is not None and count != value
+                   for count, value in zip((prompt, completion, thoughts, cached), figures)):
+                raw = {"prompt_tokens": prompt, "completion_tokens": completion}  # priced by the counts kept
         else:
             from workbench.engine.tokens import estimate_messages_tokens, estimate_tokens
 
@@ -390,9 +441,13 @@ class LiteLLMModel:
                 _unpriced.add(self.model)
             return None
         try:
-            return float(prompt_cost) + float(completion_cost)
+            cost = float(prompt_cost) + float(completion_cost)
         except (TypeError, ValueError):
             return None
+        if not math.isfinite(cost) or cost < 0:  # R5, B1: a budget never sees less spent than nothing
+            log.warning("%s: the call's price came out as %r; counted as unpriced", self.model, cost)
+            return None
+        return cost
 
     # --- errors ----------------------------------------------------------------------------
 
@@ -416,6 +471,9 @@ class LiteLLMModel:
             return f"unknown model '{model}' — check the model name"
         if f.kind == "refused":
             return f"could not connect to {where}: connection refused — is the server running?"
+        if f.kind == "bad_usage":
+            return (f"{provider} sent usage figures for {model} that cannot be read{when}: {f.detail} — "
+                    "a malformed reply from the provider, not a network fault; try again, or report it to the provider")
         if f.kind == "connection":
             return f"lost the connection to {where}{when}: {f.detail} — check the API base and the network"
         if f.kind == "timeout":
