@@ -189,3 +189,56 @@ def test_approve_ask_at_a_terminal_names_the_sub_agent_and_task(tmp_path, env, s
     assert proc.returncode == 0, err
     assert re.search(r"approval needed: write_file \(sub-agent writer, task writer:[0-9a-f]{8}\)", err), err
     assert (ws / "y.md").read_text() == "y"
+
+
+def test_b2_d9_a_task_the_run_waits_for_is_answered_during_the_run_as_approve_says(tmp_path, env, stub_server):
+    """B2, D8, D9: a hard run budget; the background task holds everything left and asks before writing.
+    The run waits for it before its next model call — and ``--approve all`` answers the task's question
+    then, during the run, not after it (which would wait on it until the task's 600 s time limit)."""
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    (ws / "workbench.yaml").write_text(
+        f"model: openai/parent\napi_base: {stub_server.url}\n"
+        "permissions: {default: allow, rules: [{ask: write, path: '/project/**'}]}\n"
+        "budget:\n  - {scope: run, limit: {total_tokens: 1000}}\n"
+        "subagents:\n  async: true\n  max_wait_seconds: 5\n  agents:\n"
+        "    - {name: writer, description: Writes files., model: openai/writer}\n", encoding="utf-8")
+    stub_server.script_for("parent", launch("writer"), StubReply(text="All written.", usage=(10, 5)))
+    stub_server.script_for("writer", StubReply(tool_calls=[("write_file", {"path": "/project/y.txt", "content": "y"})],
+                                               usage=(100, 100)),
+                           StubReply(text="wrote y", usage=(50, 50)))
+    proc = cli(["run", "--approve", "all", "Write y"], ws, env, timeout=90)
+    no_traceback(proc)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip() == "All written."
+    assert (ws / "y.txt").read_text() == "y"
+    err = proc.stderr
+    waited = err.index("budget: waiting for background task writer:")
+    asked = re.search(r"task writer:[0-9a-f]{8} asked: tool_approval .* → approve", err)
+    assert asked and asked.start() > waited, err
+    assert err.index("[done] thread") > asked.start()
+
+
+def test_b2_d9_with_no_one_to_answer_the_task_the_run_waits_for_the_run_stops_instead_of_waiting(
+        tmp_path, env, stub_server):
+    """B2, D9: the same, with ``--approve ask`` and no terminal: nobody can answer the task the run waits
+    for, so the run stops at once, saying why, and the task's question is listed with the resume command
+    (exit 3: the run was stopped) — never a wait as long as the task's 600 s time limit."""
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    (ws / "workbench.yaml").write_text(
+        f"model: openai/parent\napi_base: {stub_server.url}\n"
+        "permissions: {default: allow, rules: [{ask: write, path: '/project/**'}]}\n"
+        "budget:\n  - {scope: run, limit: {total_tokens: 1000}}\n"
+        "subagents:\n  async: true\n  max_wait_seconds: 5\n  agents:\n"
+        "    - {name: writer, description: Writes files., model: openai/writer}\n", encoding="utf-8")
+    stub_server.script_for("parent", launch("writer"), StubReply(text="All written.", usage=(10, 5)))
+    stub_server.script_for("writer", StubReply(tool_calls=[("write_file", {"path": "/project/y.txt", "content": "y"})],
+                                               usage=(100, 100)),
+                           StubReply(text="wrote y", usage=(50, 50)))
+    proc = cli(["run", "Write y"], ws, env, timeout=60)
+    no_traceback(proc)
+    err = proc.stderr
+    assert "waits for a decision no one here can give: stopping the run" in err, err
+    assert proc.returncode == 3, err
+    assert "workbench resume --thread" in err and not (ws / "y.txt").exists()

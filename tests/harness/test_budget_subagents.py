@@ -133,9 +133,11 @@ async def test_b2_no_parent_model_call_once_a_settled_task_put_the_run_over(tmp_
                                                                             stub_server: StubServer) -> None:
     """B2, B4, D7: a background task settles having spent 1100 of the run's 1000; its usage is counted
     when the parent's next model call is prepared, and that call is not made: the run stops ``aborted``
-    with ``budget_exceeded`` (it made the call and ended ``done``)."""
+    with ``budget_exceeded`` (it made the call and ended ``done``). Its own ``budget:`` of 960 leaves room
+    (15 + 960 < 1000), so the parent does not wait for it before its second call; it overshoots its own
+    envelope by one turn."""
     ws = workspace(tmp_path / "ws", stub_server, budget="{scope: run, limit: {total_tokens: 1000}}",
-                   agents=agent_lines("a1"))
+                   agents=agent_lines("a1", budget="{total_tokens: 960}"))
     stub_server.script_for("parent",
                            StubReply(tool_calls=[("delegate_to_a1", {"task": "job", "background": True})],
                                      usage=(10, 5)),

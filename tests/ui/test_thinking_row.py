@@ -8,8 +8,11 @@ shows as a longer wait; ``ThinkingRow.set_retry`` is tested on its own).
 from __future__ import annotations
 
 import asyncio
+import os
 from pathlib import Path
 from typing import Any
+
+from PySide6.QtCore import Qt
 
 from tests.stub_server import StubReply, StubServer
 from tests.ui.helpers import click, wait_for
@@ -114,4 +117,35 @@ def test_g1_retry_countdown(qtbot: Any) -> None:
     row.set_retry(3)
     assert row.text == "⋯ Retrying in 3 s…"
     row.stop()
+    assert not row.active
+
+
+async def test_b2_d8_while_the_run_waits_for_a_background_task_the_row_says_so_not_thinking(
+        windows: Any, tmp_path: Path, stub_server: StubServer, qtbot: Any, monkeypatch: Any) -> None:
+    """B2, D8: a hard run limit, a background task holding everything left: before the parent's next model
+    call the run waits for the task, and the row says why ("Waiting for background task … hard limit"),
+    not "Thinking…"; once the task settled the call goes ahead and the row goes back to "Thinking…"."""
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    (ws / "workbench.yaml").write_text(
+        f"model: openai/parent\napi_base: {stub_server.url}\npermissions: {{default: allow}}\n"
+        "budget:\n  - {scope: run, limit: {total_tokens: 1000}}\n"
+        "subagents:\n  async: true\n  max_wait_seconds: 20\n  agents:\n"
+        "    - {name: a1, description: Reads., model: openai/a1}\n", encoding="utf-8")
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
+    stub_server.script_for("parent", StubReply(tool_calls=[("delegate_to_a1", {"task": "job", "background": True})],
+                                               usage=(10, 5)),
+                           StubReply(text="all done", usage=(10, 5), delay=1.5))
+    stub_server.script_for("a1", StubReply(tool_calls=[("ls", {"path": "/"})], usage=(100, 100)),
+                           StubReply(text="findings", usage=(50, 50), delay=2.0))
+    window = await windows(ws)
+    row = window.transcript.thinking_row
+    window.input.setPlainText("go")
+    click(qtbot, window.send_button)
+    await wait_for(lambda: row.text.startswith("⋯ Waiting for background task"), timeout=15, what="the wait")
+    assert row.active and "hard limit" in row.text and "a1:" in row.text
+    assert row.label.textFormat() == Qt.TextFormat.PlainText
+    window.grab().save(os.environ.get("WAITING_PNG") or str(tmp_path / "waiting.png"))
+    await wait_for(lambda: row.text.startswith("⋯ Thinking…"), timeout=15, what="thinking once the task settled")
+    assert await asyncio.wait_for(window.wait_settled(), 20) == "done"
     assert not row.active

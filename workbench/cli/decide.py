@@ -11,7 +11,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from workbench.budget_words import format_amount, hold_fields, more_words, until_words
-from workbench.cli.output import _err, _one_line, _Output, _question_summary, _short
+from workbench.cli.output import _err, _one_line, _Output, _question_summary, _safe, _short
+from workbench.terminal_text import terminal_safe
 
 if TYPE_CHECKING:
     from workbench.engine.middleware import Question
@@ -106,13 +107,17 @@ class _Decider:
     _source = ""
 
     def _from(self) -> str:
-        return f" ({self._source})" if self._source else ""
+        return f" ({_safe(self._source)})" if self._source else ""
 
     def _ask_tool(self, q: Question) -> dict[str, Any]:
+        """P3: the call as it will run. Every name and value is the model's: each is shown on its own line
+        with its control, bidi and zero-width characters as escapes (``terminal_safe``), its line breaks as
+        ``\\n``, and what is cut said in figures — an escape sequence cannot redraw the prompt, a long value
+        cannot hide its end."""
         p = q.payload
-        self.output.line(f"approval needed: {p.get('tool')}{self._from()}")
+        self.output.line(f"approval needed: {_safe(p.get('tool'))}{self._from()}")
         for key, value in (p.get("arguments") or {}).items():
-            self.output.line(f"  {key}: {_short(value, 200)}")
+            self.output.line(f"  {_shown(key, 80)}: {_shown(value, ARGUMENT_LIMIT)}")
         if p.get("reason"):
             self.output.line(f"  reason: {_one_line(str(p['reason']), 200)}")
         while True:
@@ -160,7 +165,7 @@ class _Decider:
                 self.output.line("  answer y, n" + (", or an amount over 0 (e.g. 500 or 0.25)" if len(default) == 1 else ""))
 
     def _ask_other(self, q: Question) -> dict[str, Any]:
-        self.output.line(f"{q.kind}{self._from()}: {_short(q.payload, 300)}")
+        self.output.line(f"{_safe(q.kind)}{self._from()}: {_short(q.payload, 300)}")
         while True:
             answer = self._input("[y]es / [n]o, or type an answer: ")
             if answer.lower() in ("y", "yes"):
@@ -170,6 +175,23 @@ class _Decider:
             if answer:
                 return {"decision": "respond", "message": answer}
 
+
+
+#: how much of one argument the approval prompt shows (the rest is counted, never silently cut)
+ARGUMENT_LIMIT = 2000
+
+
+def _shown(value: Any, limit: int) -> str:
+    """One argument (or its name) for the approval prompt: the whole value on one line — nothing folded
+    away, line breaks and tabs as ``\\n``/``\\t``, controls as escapes — cut after ``limit`` characters
+    with how many more there are."""
+    import json
+
+    text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, default=str)
+    text = terminal_safe(text)
+    if len(text) <= limit:
+        return text
+    return f"{text[:limit]}… ({len(text) - limit:,} more characters not shown)"
 
 
 def _asker(payload: Any) -> str:

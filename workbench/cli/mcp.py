@@ -6,6 +6,11 @@ model call), lists its tools, and stops it: exit 0 when it got ready, 1 when it 
 why: the command not found and the PATH searched, the startup timeout and its last output, a variable
 not set), 2 for a name not in workbench.yaml or a server the workspace is not trusted to run (W1: the
 terminal asks; else ``--trust`` or ``WORKBENCH_TRUST=1``).
+
+X5, P3: everything a server says of itself — its name and version, its tools' names, descriptions and
+problems, its errors and log — and what workbench.yaml says of it is printed through ``terminal_safe``:
+an escape sequence in a description cannot redraw the line above it ("asks before it runs" into "read-only,
+runs without asking"). ``--json`` prints JSON, ASCII only.
 """
 
 from __future__ import annotations
@@ -18,6 +23,7 @@ from typing import Any
 
 from workbench.cli.codes import EXIT_DONE, EXIT_FAILED
 from workbench.cli.output import _err
+from workbench.terminal_text import terminal_safe as _safe
 
 GLYPHS = {"starting": "◐", "ready": "✓", "failed": "✗", "stopped": "○"}
 
@@ -58,9 +64,10 @@ async def _mcp(workspace: Path, args: argparse.Namespace) -> int:
             return EXIT_DONE
         for info in servers:
             flags = [] if info.enabled else ["disabled"]
-            print(f"{info.name}\t{info.transport}\t{info.target}" + (f"\t({', '.join(flags)})" if flags else ""))
+            print(f"{_safe(info.name)}\t{_safe(info.transport)}\t{_safe(info.target)}"
+                  + (f"\t({', '.join(flags)})" if flags else ""))
             if info.note and info.enabled:
-                print(f"\t{info.note}")
+                print(f"\t{_safe(info.note)}")
         return EXIT_DONE
 
     from workbench.cli.decide import _trust_decision
@@ -82,26 +89,27 @@ def _env_trusted() -> bool:
 
 
 def _print_check(info: Any) -> None:
-    head = f"{GLYPHS.get(info.status, '·')} {info.name}: {info.status}"
+    head = f"{GLYPHS.get(info.status, '·')} {_safe(info.name)}: {_safe(info.status)}"
     if info.server_info:
-        head += f" ({info.server_info})"
+        head += f" ({_safe(info.server_info)})"
     print(head)
-    print(f"  {info.transport}: {info.target}")
+    print(f"  {_safe(info.transport)}: {_safe(info.target)}")
     if info.status == "ready":
         print(f"  {len(info.tools)} tool{'s' if len(info.tools) != 1 else ''}:")
         for t in info.tools:
             how = "read-only, runs without asking" if t.read_only else "asks before it runs"
             state = "" if t.enabled else ", switched off"
-            problem = f" — not offered: {t.problem}" if t.problem else ""
-            print(f"    {t.name}  ({how}{state}){problem}")
-            if t.description:
-                print(f"        {t.description.splitlines()[0][:100]}")
+            problem = f" — not offered: {_safe(t.problem)}" if t.problem else ""
+            print(f"    {_safe(t.name)}  ({how}{state}){problem}")
+            if t.description:  # its first line (splitlines: also at \x1c-\x1e, \x85, U+2028, U+2029)
+                lines = str(t.description).splitlines() or [""]
+                print(f"        {_safe(lines[0])[:100]}")
         return
     if info.error:
-        _err(f"workbench: MCP server {info.name!r} failed: {info.error}")
+        _err(f"workbench: MCP server {info.name!r} failed: {_safe(info.error, multiline=True)}")
     lines = [ln for ln in info.log if not ln.startswith("[workbench]")][-10:]
-    if lines:
-        _err("its last output:\n" + "\n".join(f"  {ln}" for ln in lines))
+    if lines:  # each line of the server's output stays one line under the heading
+        _err("its last output:\n" + "\n".join(f"  {_safe(ln)}" for ln in lines))
 
 
 def _info_dict(info: Any, *, tools: bool = False) -> dict[str, Any]:

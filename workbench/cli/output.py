@@ -1,6 +1,14 @@
 """What the CLI prints: event lines (``--json`` or text), usage summaries, one-line errors, logging.
 
 Stdout carries the answer (or the JSON lines); stderr carries tool lines, status and errors.
+
+P3, X5: much of what is printed was written by others — a model's tool names, arguments and answers, a
+tool server's texts, a stored thread's. Every such text goes through ``terminal_safe`` (its control, bidi
+and zero-width characters shown as escapes), so an escape sequence in a command cannot redraw the approval
+prompt: each piece on its own line (``_short``, ``_one_line``, ``_safe``), and every status line and error
+as a whole (``_Output.line``, ``_err``). The answer on stdout is made safe only when stdout is a terminal
+(a person reads it); to a pipe or a file it goes byte for byte as the model wrote it (scripts rely on it).
+``--json`` lines are ASCII (``json.dumps`` escapes every control and non-ASCII character).
 """
 
 from __future__ import annotations
@@ -13,6 +21,8 @@ import sys
 import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, TextIO
+
+from workbench.terminal_text import terminal_safe
 
 if TYPE_CHECKING:
     from workbench.engine.events import Event
@@ -35,12 +45,20 @@ def _setup_output(*, verbose: bool) -> None:
     handler = logging.StreamHandler(sys.stderr)
     handler._workbench_cli = True  # type: ignore[attr-defined]
     if verbose:
-        handler.setFormatter(logging.Formatter("%(levelname)s %(name)s: %(message)s"))
+        handler.setFormatter(_SafeFormatter("%(levelname)s %(name)s: %(message)s"))
         root.setLevel(logging.INFO)
     else:
         handler.setFormatter(_OneLineFormatter())
         root.setLevel(logging.WARNING)
     root.addHandler(handler)
+
+
+class _SafeFormatter(logging.Formatter):
+    """-v: a record with its traceback, its lines kept and anything a terminal would act on escaped (a log
+    message may quote a tool server's words)."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        return terminal_safe(super().format(record), multiline=True)
 
 
 class _OneLineFormatter(logging.Formatter):
@@ -53,15 +71,20 @@ class _OneLineFormatter(logging.Formatter):
 
 
 def _one_line(text: str, limit: int = 400) -> str:
-    line = " ".join(str(text).split())
+    line = terminal_safe(" ".join(str(text).split()))
     return line if len(line) <= limit else line[: limit - 1] + "…"
+
+
+def _safe(value: Any) -> str:
+    """A name or id others chose (a tool's, a server's, a question's kind), on one line and shown as it is."""
+    return terminal_safe("" if value is None else value)
 
 
 def _err(text: str) -> None:
     from workbench.redact import scrub  # R10: an error may quote a provider body that echoes a key
 
     try:
-        print(scrub(text), file=sys.stderr, flush=True)
+        print(terminal_safe(scrub(text), multiline=True), file=sys.stderr, flush=True)
     except ValueError:
         pass
     except OSError as e:
@@ -76,7 +99,7 @@ def _gone(error: OSError) -> bool:
 
 def _short(value: Any, limit: int = 80) -> str:
     text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, default=str)
-    text = " ".join(text.split())
+    text = terminal_safe(" ".join(text.split()))
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
@@ -91,11 +114,11 @@ def _args_summary(arguments: Mapping[str, Any] | None) -> str:
     parts = []
     for key, value in arguments.items():
         if isinstance(value, (list, tuple)):
-            parts.append(f"{key}=[{len(value)} item{'s' if len(value) != 1 else ''}]")
+            parts.append(f"{_short(key, 40)}=[{len(value)} item{'s' if len(value) != 1 else ''}]")
         elif isinstance(value, Mapping):
-            parts.append(f"{key}={{{len(value)} key{'s' if len(value) != 1 else ''}}}")
+            parts.append(f"{_short(key, 40)}={{{len(value)} key{'s' if len(value) != 1 else ''}}}")
         else:
-            parts.append(f"{key}={_short(value, 40)}")
+            parts.append(f"{_short(key, 40)}={_short(value, 40)}")
     return _short(" ".join(parts), 80)
 
 
@@ -145,6 +168,9 @@ class _Output:
         self.task_error: Callable[[str], str | None] | None = None
         #: E5: "sandbox for commands (execute): …", printed once on stderr at the first `execute` call
         self.sandbox_line: str | None = None
+        #: the answer is shown safe (``terminal_safe``) when a person reads stdout at a terminal; to a pipe
+        #: or a file it goes as the model wrote it, byte for byte
+        self.answer_safe = _is_terminal(self.out)
 
     # -- low level -----------------------------------------------------------------------------------
     def _write(self, stream: TextIO, text: str) -> None:
@@ -166,11 +192,16 @@ class _Output:
                 pass
 
     def line(self, text: str) -> None:
-        """A status line on stderr, after ending a half-written answer line on stdout."""
+        """A status line on stderr, after ending a half-written answer line on stdout. Made terminal-safe
+        as a whole (pieces that must stay on one line are made safe where they are put in)."""
         if self._mid_line:
             self._write(self.out, "\n")
             self._mid_line = False
-        self._write(self.err, text + "\n")
+        self._write(self.err, terminal_safe(text, multiline=True) + "\n")
+
+    def answer(self, text: str) -> None:
+        """Answer text on stdout: made safe at a terminal, as written elsewhere."""
+        self._write(self.out, terminal_safe(text, multiline=True) if self.answer_safe else text)
 
     def json_line(self, obj: Mapping[str, Any]) -> None:
         self._write(self.out, json.dumps(obj, default=str) + "\n")
@@ -189,7 +220,7 @@ class _Output:
         d = event.data
         if event.type == "task_started":
             how = "in the background" if d.get("background") else "in the foreground"
-            self.line(f"task {d.get('task_id')} started {how}")
+            self.line(f"task {_safe(d.get('task_id'))} started {how}")
             return
         if event.type == "task_settled":
             self.line(task_settled_line(d, self.task_error(str(d.get("task_id"))) if self.task_error else None))
@@ -197,29 +228,31 @@ class _Output:
         if event.type == "model_delta":
             text = d.get("text") or ""
             if text:
-                self._write(self.out, text)
+                self.answer(text)
                 self.streamed = True
                 self._mid_line = not text.endswith("\n")
         elif event.type == "tool_call_started":
-            self._calls[str(d.get("call_id"))] = (str(d.get("name")), d.get("arguments"))
+            self._calls[str(d.get("call_id"))] = (_safe(d.get("name")), d.get("arguments"))
             self._say_sandbox(d)
         elif event.type == "tool_call_finished":
-            name, arguments = self._calls.pop(str(d.get("call_id")), (str(d.get("name")), None))
+            name, arguments = self._calls.pop(str(d.get("call_id")), (_safe(d.get("name")), None))
             summary = _args_summary(arguments)
             edited = " (arguments edited by the person)" if d.get("edited") else ""  # P6
-            self.line(f"→ {name}{' ' + summary if summary else ''} … {d.get('status')}{_command_end(d)}{edited}")
+            self.line(f"→ {name}{' ' + summary if summary else ''} … {_safe(d.get('status'))}{_command_end(d)}{edited}")
         elif event.type == "interrupt_raised":
             if d.get("kind") == "tool_approval":
-                name, arguments = self._calls.pop(str(d.get("call_id")), (str(d.get("tool")), None))
+                name, arguments = self._calls.pop(str(d.get("call_id")), (_safe(d.get("tool")), None))
                 summary = _args_summary(arguments)
                 reason = f" ({_short(d.get('reason'), 120)})" if d.get("reason") else ""
                 self.line(f"→ {name}{' ' + summary if summary else ''} … needs approval{reason}")
             else:
-                self.line(f"⏸ {d.get('kind')}: {_short(d.get('reason') or d.get('id') or '', 120)}")
+                self.line(f"⏸ {_safe(d.get('kind'))}: {_short(d.get('reason') or d.get('id') or '', 120)}")
         elif event.type == "budget_exceeded":
             self.line(f"budget exceeded: {d.get('field')} {d.get('spent')} of {d.get('limit')}")
         elif event.type == "budget_hold":
             self.line(f"budget hold: {d.get('field')} {d.get('spent')} of {d.get('limit')}")
+        elif event.type == "budget_updated" and isinstance(d.get("waiting"), dict):  # B2, D8: before a call
+            self.line(f"budget: {_safe(d['waiting'].get('reason'))}")
 
     def _say_sandbox(self, d: Mapping[str, Any]) -> None:
         """E5: at the first command the agent asks to run, whether a sandbox holds it (stderr, once)."""
@@ -262,7 +295,7 @@ class _Output:
             self.json_line(final)
             return
         if result.status in ("done", "aborted") and result.answer and not self.streamed:
-            self._write(self.out, result.answer)
+            self.answer(result.answer)
             self._mid_line = not result.answer.endswith("\n")
         if self._mid_line:
             self._write(self.out, "\n")
@@ -292,17 +325,24 @@ class _Output:
             self.line(f"waiting for {len(pending)} decision{'s' if len(pending) != 1 else ''}:")
         for q in pending:
             p = q.payload
-            self.line(f"  {q.id}  {q.kind}  {_question_summary(q.kind, p)}")
+            self.line(f"  {_safe(q.id)}  {_safe(q.kind)}  {_question_summary(q.kind, p)}")
         if hint:
             self.line(f"to continue: {hint}")
 
+
+
+def _is_terminal(stream: TextIO) -> bool:
+    try:
+        return bool(stream.isatty())
+    except (AttributeError, ValueError, OSError):
+        return False
 
 
 def _command_end(d: Mapping[str, Any]) -> str:
     """`` (exit 1, 0.42 s)`` for a command's ``tool_call_finished`` (E6); "" for other tools."""
     if "exit_code" not in d:
         return ""
-    how = "timed out" if d.get("timed_out") else f"exit {d.get('exit_code')}"
+    how = "timed out" if d.get("timed_out") else f"exit {_safe(d.get('exit_code'))}"
     return f" ({how}, {float(d.get('duration_seconds') or 0):.2f} s)"
 
 
@@ -317,7 +357,7 @@ def task_figures(usage: Any) -> str:
 
 def task_settled_line(data: Mapping[str, Any], error: str | None = None) -> str:
     """``task researcher:ab12cd34 completed (1,234 tokens)``, and what stopped it when it did not complete."""
-    line = f"task {data.get('task_id')} {data.get('status')} ({task_figures(data.get('usage'))})"
+    line = f"task {_safe(data.get('task_id'))} {_safe(data.get('status'))} ({task_figures(data.get('usage'))})"
     if error and data.get("status") != "completed":
         line += f": {_one_line(error, 200)}"
     return line
@@ -325,9 +365,9 @@ def task_settled_line(data: Mapping[str, Any], error: str | None = None) -> str:
 
 def _question_summary(kind: str, p: Mapping[str, Any]) -> str:
     if kind == "tool_approval":
-        return f"{p.get('tool')} {_short(p.get('arguments') or {}, 100)}"
+        return f"{_safe(p.get('tool'))} {_short(p.get('arguments') or {}, 100)}"
     if kind == "budget_hold":
-        held = f" (holds {p.get('tool')} {_args_summary(p.get('arguments'))})" if p.get("tool") else ""
+        held = f" (holds {_safe(p.get('tool'))} {_args_summary(p.get('arguments'))})" if p.get("tool") else ""
         return _one_line(str(p.get("reason") or ""), 160) + held
     return _short(dict(p), 120)
 

@@ -65,10 +65,12 @@ async def _run_async(workspace: Path, args: argparse.Namespace) -> int:
     output.sandbox_line = _sandbox_line(session)
     try:
         unsubscribe = session.subscribe(output.on_event, replay=False)
+        stop_answering = _answer_tasks_the_run_waits_for(session, output, decider)
         output.task_error = lambda task_id: getattr(session.task(task_id), "error", None)
         try:
             return await _drive(session, workspace, args, output, decider)
         finally:
+            stop_answering()
             unsubscribe()
     finally:
         import warnings
@@ -210,6 +212,38 @@ def _model_of_the_run(workspace: Path, thread_id: str) -> tuple[str | None, str 
 def _flags(model: str | None, api_base: str | None) -> str:
     parts = [*(["--model", model] if model is not None else []), *(["--api-base", api_base] if api_base else [])]
     return " ".join(shlex.quote(p) for p in parts)
+
+
+def _answer_tasks_the_run_waits_for(session: Session, output: _Output, decider: _Decider) -> Callable[[], None]:
+    """B2, D9: when the run waits for background tasks before its next model call (they hold enough of a
+    hard budget to carry it past its limit) and one of them waits for a decision, answer it now as
+    ``--approve`` / ``--budget-approve`` say (or at the terminal) — not after the run, which would wait on
+    it until the task's time limit. A task nobody here can answer (no terminal to ask, ``--approve ask``)
+    stops the run, saying why — as the run's own question would suspend it — instead of a wait as long as
+    the task's time limit; the task's question is listed with the resume command at the end.
+    Returns the unsubscribe."""
+    from workbench.cli.tasks import answer_task_questions
+
+    loop = asyncio.get_running_loop()
+    left: dict[str, Any] = {}
+    stopping: list[bool] = []
+
+    def answer(ids: list[str]) -> None:
+        answer_task_questions(session, output, decider, left, only=ids)
+        stuck = [i for i in ids if i in left]
+        if stuck and not stopping:
+            stopping.append(True)
+            output.line(f"the run waits for background task {', '.join(stuck)} before its next model call (a hard "
+                        "budget it holds), and the task waits for a decision no one here can give: stopping the run")
+            loop.create_task(session.stop())
+
+    def on_event(event: Any) -> None:
+        waiting = (event.data or {}).get("waiting") if event.type == "budget_updated" else None
+        if isinstance(waiting, dict) and waiting.get("tasks"):
+            # not inside the engine's own event call: answering resumes the task, and a prompt waits on a person
+            loop.call_soon_threadsafe(answer, [str(t) for t in waiting["tasks"]])
+
+    return session.subscribe(on_event, replay=False)
 
 
 def _decide(decider: _Decider, pending: Sequence[Question]) -> dict[str, dict[str, Any]] | None:

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from workbench.cli.codes import EXIT_DONE, UsageError
 from workbench.cli.decide import _Decider, _Suspended
-from workbench.cli.output import _err, _one_line, _Output, _question_summary, task_figures
+from workbench.cli.output import _err, _one_line, _Output, _question_summary, _safe, task_figures
 
 if TYPE_CHECKING:
     from workbench.engine.middleware import Question
@@ -91,8 +91,9 @@ def _print_table(rows: Sequence[dict[str, Any]]) -> None:
         u = r["usage"]
         status = r["status"] + ("*" if r["status"] == "pending" and not r["live"] else "")
         cost = f"${u['cost_usd']:.4f}" if u.get("cost_usd") is not None else "—"
-        table.append((r["task_id"], r["agent"], status, _fmt_elapsed(r["elapsed_seconds"]),
-                      f"{int(u.get('total_tokens') or 0):,}", cost, r["last_tool"] or "—",
+        # X5, P3: the agent's name, the last tool's and the description came from a model or a workspace
+        table.append((_safe(r["task_id"]), _safe(r["agent"]), _safe(status), _fmt_elapsed(r["elapsed_seconds"]),
+                      f"{int(u.get('total_tokens') or 0):,}", cost, _safe(r["last_tool"] or "—"),
                       _one_line(r["description"], 60)))
     widths = [max(len(row[i]) for row in table) for i in range(len(table[0]) - 1)]
     for row in table:
@@ -147,32 +148,43 @@ async def wait_for_background(session: Session, output: _Output, decider: _Decid
         await stopper.call(session.wait_for_tasks)
         if stopper.stopped:
             return []
-        answered = False
-        for task in _unsettled(session):
-            if task.status != "awaiting_decision" or task.id in left:
-                continue
-            questions = [d.question for d in session.pending_decisions()
-                         if d.source == "task" and d.task_id == task.id]
-            if not questions:  # answered elsewhere (the window) meanwhile
-                continue
-            try:
-                decisions = decider.decide_all(questions, f"sub-agent {task.agent}, task {task.id}")
-            except _Suspended:
-                decisions = None
-            if decisions is None:  # listed with the resume command at the end
-                left[task.id] = (task, questions)
-                continue
-            for q in questions:
-                output.line(f"task {task.id} asked: {q.kind} {_question_summary(q.kind, q.payload)} → "
-                            f"{decisions[q.id].get('decision')}")
-            from workbench.decisions import bind
-
-            # R3/Q: each answer names the question it was given for: a task asking another by then
-            # refuses it, runs nothing and waits again (asked again on the next pass here)
-            session.answer_task(task.id, bind(decisions, questions))
-            answered = True
-        if not answered:  # every task has settled, or waits for a decision nobody here can give
+        if not answer_task_questions(session, output, decider, left):
+            # every task has settled, or waits for a decision nobody here can give
             return [left[t.id] for t in _unsettled(session) if t.id in left]
+
+
+def answer_task_questions(session: Session, output: _Output, decider: _Decider, left: dict[str, Waiting],
+                          only: Sequence[str] | None = None) -> bool:
+    """Answer the questions of the background tasks waiting for a decision (those of ``only``, else all),
+    as ``decider`` says; a task nobody here can answer goes into ``left`` (and is not asked again). True
+    when any answer was given. After the run, and during it when the run waits for such a task before its
+    next model call (B2: a hard budget it holds), so a headless run never waits on a question it could
+    answer itself."""
+    answered = False
+    for task in _unsettled(session):
+        if task.status != "awaiting_decision" or task.id in left or (only is not None and task.id not in only):
+            continue
+        questions = [d.question for d in session.pending_decisions()
+                     if d.source == "task" and d.task_id == task.id]
+        if not questions:  # answered elsewhere (the window) meanwhile
+            continue
+        try:
+            decisions = decider.decide_all(questions, f"sub-agent {task.agent}, task {task.id}")
+        except _Suspended:
+            decisions = None
+        if decisions is None:  # listed with the resume command at the end
+            left[task.id] = (task, questions)
+            continue
+        for q in questions:
+            output.line(f"task {_safe(task.id)} asked: {_safe(q.kind)} {_question_summary(q.kind, q.payload)} → "
+                        f"{_safe(decisions[q.id].get('decision'))}")
+        from workbench.decisions import bind
+
+        # R3/Q: each answer names the question it was given for: a task asking another by then
+        # refuses it, runs nothing and waits again (asked again on the next pass here)
+        session.answer_task(task.id, bind(decisions, questions))
+        answered = True
+    return answered
 
 
 async def abort_tasks(session: Session, output: _Output) -> None:
@@ -181,7 +193,7 @@ async def abort_tasks(session: Session, output: _Output) -> None:
         try:
             await session.abort_task(task.id)
         except Exception as e:  # noqa: BLE001 - one task's abort must not keep the others running
-            output.line(f"workbench: could not abort task {task.id}: {_one_line(str(e))}")
+            output.line(f"workbench: could not abort task {_safe(task.id)}: {_one_line(str(e))}")
 
 
 def detached_note(session: Session, output: _Output) -> None:
@@ -189,7 +201,7 @@ def detached_note(session: Session, output: _Output) -> None:
     unsettled = _unsettled(session)
     if not unsettled:
         return
-    ids = ", ".join(t.id for t in unsettled)
+    ids = ", ".join(_safe(t.id) for t in unsettled)
     one = len(unsettled) == 1
     output.line(f"--detach: {len(unsettled)} background task{'' if one else 's'} not settled ({ids}); "
                 f"{'it goes' if one else 'they go'} on the next time the workspace is opened (`workbench resume "
@@ -200,7 +212,7 @@ def detached_note(session: Session, output: _Output) -> None:
 def task_waiting_lines(waiting: Sequence[Waiting]) -> list[str]:
     out = []
     for task, questions in waiting:
-        out.append(f"task {task.id} ({task.agent}, {task_figures(task.usage)}) waits for "
+        out.append(f"task {_safe(task.id)} ({_safe(task.agent)}, {task_figures(task.usage)}) waits for "
                    f"{len(questions)} decision{'s' if len(questions) != 1 else ''}:")
-        out.extend(f"  {q.id}  {q.kind}  {_question_summary(q.kind, q.payload)}" for q in questions)
+        out.extend(f"  {_safe(q.id)}  {_safe(q.kind)}  {_question_summary(q.kind, q.payload)}" for q in questions)
     return out

@@ -11,7 +11,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from workbench.cli.codes import CUT_OFF, EXIT_DONE
-from workbench.cli.output import _err, _fmt_time, _one_line, _question_summary, _short, event_dict, format_usage
+from workbench.cli.output import (_err, _fmt_time, _one_line, _question_summary, _safe, _short, event_dict,
+                                  format_usage)
+from workbench.terminal_text import terminal_safe
 from workbench.cli.run import _open
 
 if TYPE_CHECKING:
@@ -30,11 +32,14 @@ async def _threads(workspace: Path, args: argparse.Namespace) -> int:
     if not infos:
         _err(f"no threads in {workspace}")
         return EXIT_DONE
-    width = max(len("ID"), *(len(t.id) for t in infos))
-    status_width = max(len("STATUS"), *(len(t.status) for t in infos))
+    # P3: a title is the person's first prompt or what a model named the thread: one line, shown as it is
+    rows = [(_safe(t.id), _fmt_time(t.updated), _safe(t.status), _safe(t.title) if t.title else "(untitled)")
+            for t in infos]
+    width = max(len("ID"), *(len(r[0]) for r in rows))
+    status_width = max(len("STATUS"), *(len(r[2]) for r in rows))
     print(f"{'ID':<{width}}  {'UPDATED':<19}  {'STATUS':<{status_width}}  TITLE")
-    for t in infos:
-        print(f"{t.id:<{width}}  {_fmt_time(t.updated):<19}  {t.status:<{status_width}}  {t.title or '(untitled)'}")
+    for tid, updated, status, title in rows:
+        print(f"{tid:<{width}}  {updated:<19}  {status:<{status_width}}  {title}")
     sys.stdout.flush()
     if any(t.status == "failed" for t in infos):  # R9: a crashed run reads failed, with what to do
         _err("failed: the run failed or its process died; `workbench resume --thread ID` recovers it")
@@ -93,8 +98,11 @@ def _artifact_entry(name: str, a: Any) -> dict[str, Any]:
 
 
 def _print_thread(data: dict[str, Any], messages: Sequence[Any]) -> None:
+    """P3: a stored thread holds what models, tools and servers wrote: each name, title and value is made
+    safe on its one line (``_safe``, ``_short``, ``_one_line``), and the whole print once more
+    (``terminal_safe``: a message's own line breaks and tabs kept, every other control shown)."""
     out: list[str] = []
-    title = data["title"] or "(untitled)"
+    title = _safe(data["title"]) if data["title"] else "(untitled)"
     updated = f" · updated {_fmt_time(data['updated'])}" if data.get("updated") else ""
     out.append(f"thread {data['thread']} · {title} · {data['status']}{updated}")
     out.append(f"usage: {format_usage(data['usage'])}")
@@ -106,11 +114,11 @@ def _print_thread(data: dict[str, Any], messages: Sequence[Any]) -> None:
     if data["pending"]:
         out.append("pending:")
         for q in data["pending"]:
-            out.append(f"  {q['id']}  {q['kind']}  {_question_summary(q['kind'], q.get('payload') or {})}")
+            out.append(f"  {_safe(q['id'])}  {_safe(q['kind'])}  {_question_summary(q['kind'], q.get('payload') or {})}")
     out.append("")
     out.append(f"messages ({len(messages)}):")
     for m in messages:
-        role = m.role if m.role != "tool" else f"tool {m.name or ''}".rstrip()
+        role = _safe(m.role) if m.role != "tool" else f"tool {_safe(m.name or '')}".rstrip()
         text = (m.content or "").rstrip()
         lines = text.splitlines() or [""]
         edited = m.role == "tool" and (m.meta or {}).get("edited")
@@ -121,7 +129,7 @@ def _print_thread(data: dict[str, Any], messages: Sequence[Any]) -> None:
             lines = text.splitlines() or [""]
         if m.role == "tool":  # results can be whole files: one line of them
             status = (m.meta or {}).get("status")
-            role += f" [{status}]" if status else ""
+            role += f" [{_safe(status)}]" if status else ""
             if len(lines) > 1 or len(text) > 200:
                 lines = [f"{_one_line(text, 200)} ({len(text):,} chars)"]
         out.append(f"  {role}: {lines[0]}")
@@ -129,24 +137,24 @@ def _print_thread(data: dict[str, Any], messages: Sequence[Any]) -> None:
         if edited:
             out.append(f"    ✎ edited by the person; ran with {_short(m.meta.get('arguments') or {}, 200)}")
         for c in m.tool_calls:
-            out.append(f"    → {c.name} {_short(c.arguments if c.arguments is not None else c.raw_arguments, 200)}")
+            out.append(f"    → {_safe(c.name)} {_short(c.arguments if c.arguments is not None else c.raw_arguments, 200)}")
     out.append("")
     out.append(f"todos ({len(data['todos'])}):")
     marks = {"completed": "x", "in_progress": "~", "pending": " "}
     for t in data["todos"]:
         if isinstance(t, Mapping):
-            out.append(f"  [{marks.get(str(t.get('status')), '?')}] {t.get('content') or t.get('text') or _short(t)}")
+            out.append(f"  [{marks.get(str(t.get('status')), '?')}] {_safe(t.get('content') or t.get('text') or _short(t))}")
         else:
-            out.append(f"  - {t}")
+            out.append(f"  - {_safe(t)}")
     out.append(f"artifacts ({len(data['artifacts'])}):")
     for a in data["artifacts"]:
         size = f"{a['size']:,} bytes" if isinstance(a.get("size"), int) else "size unknown"
-        out.append(f"  {a['name']}  ({size})")
+        out.append(f"  {_safe(a['name'])}  ({size})")
     if data.get("compressions"):
         from workbench.cli.compact import compression_lines
 
         out.append("")
-        out.extend(compression_lines(data["compressions"]))
+        out.extend(_safe(ln) for ln in compression_lines(data["compressions"]))
         out.append("  (the messages above are all stored; a compression changes only what the model is sent)")
     if data.get("prompt_calls"):
         out.append(f"prompt log: {data['prompt_calls']:,} model calls stored "
@@ -155,6 +163,6 @@ def _print_thread(data: dict[str, Any], messages: Sequence[Any]) -> None:
     out.append(f"events ({len(data['events'])}):")
     for e in data["events"]:
         extra = {k: v for k, v in e.items() if k not in ("type", "thread", "run", "step", "time")}
-        out.append(f"  {_fmt_time(e['time'])}  run {e['run']}  step {e['step']:>3}  {e['type']}"
+        out.append(f"  {_fmt_time(e['time'])}  run {_safe(e['run'])}  step {e['step']:>3}  {_safe(e['type'])}"
                    f"{'  ' + _short(extra, 160) if extra else ''}")
-    print("\n".join(out), flush=True)
+    print(terminal_safe("\n".join(out), multiline=True), flush=True)

@@ -59,7 +59,12 @@ EVENTS: dict[str, EventDoc] = {
                                    {"source": "`instructions` or `skills`", "documents": "one entry per file"}),
     "artifact_written": EventDoc("an artifact was written", {"name": "its name", "size": "bytes",
                                                              "mime": "its type", "source": "which tool wrote it"}),
-    "budget_updated": EventDoc("the budget meters", {"budgets": "per budget: spent and limit of each field"}),
+    "budget_updated": EventDoc("the budget meters", {"budgets": "per budget: spent and limit of each field",
+                                                     "waiting": "while the run waits for background tasks "
+                                                     "before a model call, as what they hold could pass a hard "
+                                                     "limit: `tasks`, the limit (`budget`, `scope`, `field`, "
+                                                     "`spent`, `held`, `limit`) and `reason` in words; `null` "
+                                                     "when the wait is over"}),
     "budget_exceeded": EventDoc("a budget stopped the run", {**_BUDGET, "refused": "true when the person "
                                                              "refused to continue at a hold"}),
     "budget_hold": EventDoc("the run holds at a budget and asks the person",

@@ -41,7 +41,10 @@ written on behalf of the stack's ``BudgetMiddleware``, and are no-ops without on
   that run's budgets and the session's (B4).
 - ``recheck_budgets(ctx)``: from a model wrapper inside the budget that has just counted such usage
   (delegation: a settled background task's), the check before the call (B2) runs again, so no model call
-  is made once a hard limit is reached, whichever wrapper counted the spend.
+  is made once a hard limit is reached, whichever wrapper counted the spend. Background tasks still
+  running are spend not counted yet: when what they hold could carry a hard limit past, delegation waits
+  for them before the call, counts their spend and checks again (delegation_budget.py,
+  ``_settle_holders``), so a hard limit is passed by one turn at most with background tasks too.
 
 Placement: the stack builder puts ``BudgetMiddleware`` first (outermost); ``check_outermost(stack)``
 refuses a stack where another model wrapper comes before it.

@@ -30,6 +30,11 @@
   first when its configured budget exceeds what is left). Its usage counts toward this run's budgets
   (B4) when its outcome comes back; a settled background task's is counted before this model call goes
   out, and the budget's check runs again then (``recheck_budgets``), so no call is made past a hard limit.
+  B2, B4: a hard limit holds while background tasks run too. Before each model call, when what was
+  counted plus what the unfinished background tasks hold reaches a hard run or session limit, the call
+  waits for those tasks to settle (Stop ends the wait; a live ``budget_updated`` carries ``waiting``),
+  their spend is counted and the check runs again with the real figures (``_settle_holders``,
+  delegation_budget.py). Interrupting budgets and tasks whose own ``budget:`` leaves room never wait.
 
 Durable events: ``task_started`` (task id, agent, background, its thread) and ``task_settled`` (task id,
 agent, status, usage); live ``task_progress`` (status, last tool, tokens, elapsed) for the Tasks board.
@@ -219,6 +224,9 @@ class DelegationMiddleware(TaskSpending, AgentMiddleware):
         if self.runner is None:
             return await call_next(request)
         counted = self._count_settled(ctx)
+        # B2, B4, D8: what running background tasks hold could carry a hard limit past: wait for them
+        # first (their outcomes then reach the model below, as notices of this call)
+        counted = await self._settle_holders(ctx) or counted
         if not self.sub.async_:
             if counted:
                 _recheck(ctx)

@@ -1,12 +1,22 @@
-"""The money side of delegation (B1, B4, D8): what each sub-agent task spent and which run it counts
+"""The money side of delegation (B1, B2, B4, D8): what each sub-agent task spent and which run it counts
 toward, and the envelopes tasks are handed — what is left of this thread's budgets once what running
 tasks hold is reserved. A mixin of ``DelegationMiddleware`` (delegation.py, which says what the rules
 are), with the state keys it keeps.
+
+A hard limit holds with background tasks running too (B2, B4, D8): before each of the parent's model
+calls, when what was counted plus what this thread's unfinished background tasks still hold (the same
+reservation a launch counts: ``_hold``) reaches a hard run or session limit, the call waits for those
+tasks to settle (``_settle_holders``), their spend is counted, and the budget's check runs again with the
+real figures. Interrupting budgets (B3) do not wait; a task whose own ``budget:`` leaves room makes no
+call wait. While it waits, a live ``budget_updated`` event carries ``waiting`` (the tasks and why).
 """
 
 from __future__ import annotations
 
+import asyncio
+import logging
 import threading
+import time
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -19,7 +29,15 @@ if TYPE_CHECKING:
     from workbench.engine.agent import Engine
     from workbench.harness.task_runner import TaskRunner
 
+log = logging.getLogger(__name__)
+
 _USAGE_FIELDS = frozenset(BUDGET_FIELDS) - {"steps"}  # what a task's usage carries (not its counters)
+#: How often a wait for background tasks before a model call looks again (at a task's status, and at a
+#: Stop): it also wakes as soon as a task it waits for changes.
+HOLD_POLL_SECONDS = 0.2
+#: How long past its wall-clock limit a running task the parent waits for may take to be expired by its
+#: runner before the wait aborts it itself (no one drives it any more).
+OVERDUE_GRACE_SECONDS = 30.0
 
 COUNTED = "task_usage_counted"  # {task_id: usage dict already counted toward this thread's runs (B4)}
 #: {task_id: run id}: the run a task's spend not yet counted counts toward, when not the run that launched
@@ -178,21 +196,146 @@ class TaskSpending:
         not settled (queued, running, waiting for a decision) the larger of its envelope and its uncounted
         spend — it may spend up to its envelope, and all of it will count toward this thread (B4); a
         settled one its uncounted spend."""
-        from workbench.harness.budget import _usage_field
-
         held: dict[str, float] = {}
         for task in self.tasks.tasks(thread_id):
-            done = task.status in SETTLED
-            if done and counted.get(task.id) == task.usage.to_dict():
-                continue  # settled and counted: it holds nothing
-            spent = _minus(self._spend(task), Usage.from_dict(counted.get(task.id)))
-            envelope = dict(task.envelope or {})
-            for name in fields:
-                uncounted = _usage_field(spent, name) if name in _USAGE_FIELDS else 0.0
-                hold = uncounted if done else max(uncounted, float(envelope.get(name, 0.0) or 0.0))
-                if hold > 0:
-                    held[name] = held.get(name, 0.0) + hold
+            for name, hold in self._hold(task, counted, fields).items():
+                held[name] = held.get(name, 0.0) + hold
         return held
+
+    def _hold(self, task: TaskRecord, counted: Mapping[str, Any], fields: Any) -> dict[str, float]:
+        """Per field (those it holds any of), what one task holds that the counts (``counted``) do not have
+        yet: not settled, the larger of its envelope and its uncounted spend; settled, its uncounted spend."""
+        from workbench.harness.budget import _usage_field
+
+        done = task.status in SETTLED
+        if done and counted.get(task.id) == task.usage.to_dict():
+            return {}  # settled and counted: it holds nothing
+        spent = _minus(self._spend(task), Usage.from_dict(counted.get(task.id)))
+        envelope = dict(task.envelope or {})
+        out: dict[str, float] = {}
+        for name in fields:
+            uncounted = _usage_field(spent, name) if name in _USAGE_FIELDS else 0.0
+            hold = uncounted if done else max(uncounted, float(envelope.get(name, 0.0) or 0.0))
+            if hold > 0:
+                out[name] = hold
+        return out
+
+    # -- B2, B4, D8: no model call that what running tasks hold could carry past a hard limit --------------------
+    def _hard_holders(self, ctx: HookContext) -> tuple[list[TaskRecord], dict[str, Any]] | None:
+        """The unfinished background tasks (queued, running, waiting for a decision) whose holds, with what
+        was counted, reach a hard limit of this thread's budgets (run or session scope, not ``interrupt``),
+        and the first such limit (``budget``, ``scope``, ``field``, ``spent``, ``held``, ``limit``); None when
+        the parent's next model call could not pass a hard limit through them. A run-scope budget counts the
+        tasks whose spend counts toward this run (``_charged_run``), a session budget every task."""
+        figures = _figures(ctx)
+        hard = [f for f in figures or () if not f.get("interrupt")]
+        if not hard:
+            return None
+        unsettled = [t for t in self.tasks.tasks(ctx.thread_id) if t.background and t.status not in SETTLED]
+        if not unsettled:
+            return None
+        counted = dict(ctx.get(COUNTED) or {})
+        fields = {name for f in hard for name in (f.get("fields") or {})}
+        holds = {t.id: self._hold(t, counted, fields) for t in unsettled}
+        waiting: dict[str, TaskRecord] = {}
+        first: dict[str, Any] | None = None
+        for fig in hard:
+            mine = [t for t in unsettled if fig.get("scope") == "session" or self._charged_run(ctx, t) == ctx.run_id]
+            left, _scopes = _least_left([fig])
+            for name, remaining in left.items():
+                holding = [t for t in mine if holds[t.id].get(name, 0.0) > 0]
+                held = sum(holds[t.id][name] for t in holding)
+                if not holding or remaining - held > 0:
+                    continue
+                waiting.update((t.id, t) for t in holding)
+                if first is None:
+                    f = fig["fields"][name]
+                    first = {"budget": fig.get("budget"), "scope": fig.get("scope"), "field": name,
+                             "spent": float(f["spent"]), "held": held, "limit": float(f["limit"])}
+        if first is None:
+            return None
+        return list(waiting.values()), first
+
+    async def _settle_holders(self, ctx: HookContext) -> bool:
+        """B2, B4, D8: before this model call, while what the thread's unfinished background tasks hold could
+        carry a hard limit past (``_hard_holders``), wait for them to settle — as ``wait_for_background_tasks``
+        waits, bounded by each task's wall-clock limit, and ended by a Stop (the run ends ``aborted``, as a
+        stop ends it) — count what they spent (B4, once) and run the budget's check again with the real
+        figures: at a limit the run stops (``budget_exceeded``), under it the call goes ahead. A task waiting
+        for the person's decision is waited for too (the person answers it from the Tasks board or the
+        inbox); once past its own wall-clock limit (``timeout_seconds``: answered, it would expire at once)
+        it is aborted (``_end_overdue``). True when any spend was counted here.
+
+        While it waits, a live ``budget_updated`` event carries ``waiting`` (``tasks``, the limit, ``reason``
+        in words); one with ``waiting: None`` ends it."""
+        if self.runner is None:
+            return False
+        found = self._hard_holders(ctx)
+        if found is None:
+            return False
+        _recheck(ctx)  # over already with what is counted: the run stops now, with no wait
+        counted_any = False
+        shown: tuple[tuple[str, str], ...] | None = None
+        try:
+            while found is not None:
+                tasks, reach = found
+                ids = tuple((t.id, t.status) for t in tasks)
+                if ids != shown:  # say it again when the tasks waited for, or their statuses, change
+                    shown = ids
+                    self._say_waiting(ctx, tasks, reach)
+                if _stop_requested(ctx):
+                    raise asyncio.CancelledError()  # R6: as the engine's own model call does after a Stop
+                running = [t.id for t in tasks if t.status != "awaiting_decision"]
+                if running:
+                    await self.runner.wait(running, HOLD_POLL_SECONDS)  # back at once when one settles
+                else:
+                    await asyncio.sleep(HOLD_POLL_SECONDS)
+                if _stop_requested(ctx):
+                    raise asyncio.CancelledError()
+                await self._end_overdue(tasks)
+                if self._count_settled(ctx):
+                    counted_any = True
+                    _recheck(ctx)  # the real figures: at a hard limit the run stops here
+                found = self._hard_holders(ctx)
+        finally:
+            if shown is not None:
+                self._say_waiting(ctx, [], None)
+        return counted_any
+
+    async def _end_overdue(self, tasks: Sequence[TaskRecord]) -> None:
+        """D7: the wait is bounded by the tasks' wall-clock limits. A task it waits for that waits for a
+        decision past its limit is aborted (answered, it would expire at once); one still running
+        ``OVERDUE_GRACE_SECONDS`` past it (its runner expires it at the limit: nobody drives it) too."""
+        assert self.runner is not None
+        now = time.time()
+        for task in tasks:
+            fresh = self.tasks.task(task.id)
+            if fresh is None or fresh.status in SETTLED or not fresh.started:
+                continue
+            grace = 0.0 if fresh.status == "awaiting_decision" else OVERDUE_GRACE_SECONDS
+            if now - fresh.started >= self.sub.timeout_seconds + grace:
+                log.info("task %s (%s) is past its %g s limit while its parent waits for it before a model "
+                         "call (a hard budget): aborted", task.id, fresh.status, self.sub.timeout_seconds)
+                try:
+                    await self.runner.abort(task.id)
+                except Exception:  # noqa: BLE001 - the wait goes on; Stop still ends it
+                    log.warning("task %s: not aborted", task.id, exc_info=True)
+
+    def _say_waiting(self, ctx: HookContext, tasks: Sequence[TaskRecord], reach: Mapping[str, Any] | None) -> None:
+        """The live ``budget_updated`` event (the budget's own figures, G11) with ``waiting``: what the run
+        waits for before its next model call, and why; ``waiting: None`` when the wait is over."""
+        from workbench.harness.budget import BudgetMiddleware
+
+        try:
+            bctx = ctx.context_for(BudgetMiddleware)
+            figures = bctx.owner.figures(bctx, before_call=True) if bctx is not None and \
+                isinstance(bctx.owner, BudgetMiddleware) else []
+            waiting = None
+            if reach is not None:
+                waiting = {"tasks": [t.id for t in tasks], **dict(reach), "reason": _waiting_text(tasks, reach)}
+            ctx.emit("budget_updated", budgets=figures, waiting=waiting)
+        except Exception:  # noqa: BLE001 - a live display event must never change how the call ends
+            log.debug("budget_updated (waiting) not published", exc_info=True)
 
 
 # -- helpers ------------------------------------------------------------------------------------------------
@@ -202,15 +345,23 @@ def _left(ctx: HookContext) -> dict[str, float] | None:
     """What is left of this thread's budgets — run and session scope alike (B1: a session limit bounds
     a sub-agent as a run limit does) — per field, the smallest over budgets, before any task's holding
     (``DelegationMiddleware._left``); None without one. ``steps`` is the run's own (B5)."""
+    figures = _figures(ctx)
+    if figures is None:
+        return None
+    return _least_left(figures)[0] or None
+
+
+def _figures(ctx: HookContext) -> list[dict[str, Any]] | None:
+    """Every budget's figures for the run in flight (``measure_budgets``: what the budget enforces, with
+    ``scope`` and ``interrupt``); None without a budget."""
     from workbench.harness.budget import BudgetMiddleware, measure_budgets
 
     bctx = ctx.context_for(BudgetMiddleware)
     if bctx is None or not isinstance(bctx.owner, BudgetMiddleware):
         return None
     usage = ctx.usage
-    figures = measure_budgets(bctx.owner.limits, run_usage=usage["run"], thread_usage=usage["thread"],
-                              state=ctx.state, run_id=ctx.run_id)
-    return _least_left(figures)[0] or None
+    return measure_budgets(bctx.owner.limits, run_usage=usage["run"], thread_usage=usage["thread"],
+                           state=ctx.state, run_id=ctx.run_id)
 
 
 def _least_left(figures: Sequence[Mapping[str, Any]]) -> tuple[dict[str, float], dict[str, str]]:
@@ -233,6 +384,28 @@ def _recheck(ctx: HookContext) -> None:
     from workbench.harness.budget import recheck_budgets
 
     recheck_budgets(ctx)
+
+
+def _stop_requested(ctx: HookContext) -> bool:
+    """A Stop was asked for the run in flight on ``ctx``'s thread (R6: ``Engine.stop``)."""
+    from workbench.engine.agent import CURRENT_RUN
+
+    rt = CURRENT_RUN.get()
+    return bool(rt is not None and rt.thread_id == ctx.thread_id and rt.stop_requested)
+
+
+def _waiting_text(tasks: Sequence[TaskRecord], reach: Mapping[str, Any]) -> str:
+    """Why the run waits before its next model call, in words (the CLI's line, the window's status)."""
+    from workbench.harness.budget import _fmt
+
+    field = str(reach["field"])
+    words = {"pending": "running", "awaiting_decision": "waiting for your decision"}
+    names = ", ".join(f"{t.id} ({words.get(t.status, t.status)})" for t in tasks)
+    what = "background task" if len(tasks) == 1 else "background tasks"
+    return (f"waiting for {what} {names} to settle before the next model call: with what "
+            f"{'it' if len(tasks) == 1 else 'they'} may still spend ({field} {_fmt(field, reach['held'])}), "
+            f"the {reach['scope']} budget's hard limit of {field} {_fmt(field, reach['limit'])} could be passed "
+            f"({_fmt(field, reach['spent'])} spent)")
 
 
 def _nothing_left(empty: Mapping[str, float]) -> str:

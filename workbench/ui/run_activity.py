@@ -4,7 +4,8 @@
   ("Thinking… 4 s"); it disappears at the first streamed token, tool call, question or end of the run.
   The engine emits no event when the model layer retries (``LiteLLMModel`` retries 429/5xx/timeouts
   silently, before the first token), so a retry shows as a longer "Thinking…"; ``set_retry`` is there
-  for when such an event is bridged.
+  for when such an event is bridged. While the run waits for background tasks before its model call (a
+  hard budget they could carry past its limit, B2), it says so instead (``set_waiting``).
 - ``RunTicker``: a status-bar label that ticks during a run: elapsed time, the run's tokens (those
   counted by finished calls plus an estimate of what the current call has streamed) and cost so far.
   It is fed by the bridge's signals only (``sig_run_started``, ``sig_step_started``,
@@ -46,11 +47,11 @@ class ThinkingRow(QFrame):
         # A glyph as well as the words: the state is never told by colour or motion alone (G14).
         self.label = plain_label(self)
         self.label.setObjectName("thinking_text")
-        lay.addWidget(self.label)
-        lay.addStretch(1)
+        lay.addWidget(self.label, 1)  # the whole row: a long "Waiting for …" wraps across it, not in a column
         self.setAccessibleName("Model status")
         self._started = 0.0
         self._retry_until = 0.0
+        self._waiting = ""  # why the run waits before asking the model (B2), "" when it does not
         self._timer = QTimer(self)
         # A quarter second, not one: a coarse 1 s timer may fire up to 5% early, at 0.95 s, and the
         # next tick would then come at 1.9 s, so a wait of 1.5 s never showed "1 s" (the label only
@@ -71,9 +72,19 @@ class ThinkingRow(QFrame):
         """The model is being asked (a step began)."""
         self._started = time.monotonic()
         self._retry_until = 0.0
+        self._waiting = ""
         self._tick()
         self.show()
         self._timer.start()
+
+    def set_waiting(self, reason: str | None) -> None:
+        """B2, D8: before this step's model call the run waits for background tasks (``reason``, in words,
+        from the engine's ``budget_updated`` event); None or "": the wait is over and the call goes ahead."""
+        if reason and not self.active:
+            self.start()
+        self._waiting = reason or ""
+        self.label.setWordWrap(bool(self._waiting))
+        self._tick()
 
     def set_retry(self, seconds: float) -> None:
         """The model layer retries after ``seconds`` (shown counting down)."""
@@ -85,12 +96,17 @@ class ThinkingRow(QFrame):
     def stop(self) -> None:
         """The first token (or a tool call, a question, the end of the run) arrived."""
         self._timer.stop()
+        self._waiting = ""
+        self.label.setWordWrap(False)
         self.hide()
 
     @Slot()
     def _tick(self) -> None:
         now = time.monotonic()
-        if self._retry_until > now:
+        if self._waiting:
+            waited = now - self._started
+            text = f"⋯ {self._waiting[:1].upper()}{self._waiting[1:]}" + (f" ({_elapsed(waited)})" if waited >= 1 else "")
+        elif self._retry_until > now:
             text = f"⋯ Retrying in {int(self._retry_until - now + 0.999)} s…"
         else:
             waited = now - self._started

@@ -260,9 +260,14 @@ class TranscriptView(RowList):
 
     @Slot(object)
     def _follow_step(self, event: Any) -> None:
-        """The run and step of the model call under way: the live blocks' ``call_ref``."""
+        """The run and step of the model call under way: the live blocks' ``call_ref``; and, while the run
+        waits for background tasks before that call (B2, D8: a hard budget they could carry past its
+        limit), why — in the row that says "Thinking…" otherwise."""
         if event.type == "step_started" and not self._bridge.replaying:
             self._live_step = (str(event.run_id), int(event.step))
+        elif event.type == "budget_updated" and "waiting" in (event.data or {}):
+            waiting = event.data.get("waiting")
+            self.thinking_row.set_waiting(str(waiting.get("reason") or "") if isinstance(waiting, dict) else None)
 
     def _ref(self, message: int | None = None) -> dict[str, Any] | None:
         """What names a block's model call: its stored message index, else the live run and step."""
