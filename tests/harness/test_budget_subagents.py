@@ -119,6 +119,7 @@ async def test_d8_a_configured_envelope_counts_what_running_tasks_hold(tmp_path:
         assert result.status == "interrupted", result
         [q] = result.pending
         assert "would exceed" in q.payload["reason"] and "total_tokens 600 > 385 left" in q.payload["reason"]
+        assert q.payload["exceeds_budget"] == "total_tokens 600 > 385 left"  # the CLI's --budget-approve decides
         assert [t.agent for t in session.tasks()] == ["a1"]
         result = await session.resume({q.id: {"decision": "reject", "message": "not now"}})
         assert result.status == "done"

@@ -68,6 +68,16 @@ class _Decider:
 
     def decide(self, q: Question, source: str = "") -> dict[str, Any] | None:
         self._source = source or _asker(q.payload)
+        if q.kind == "tool_approval" and q.payload.get("exceeds_budget"):
+            # D8: launching (or continuing) a sub-agent whose own budget is more than what is left of the
+            # run's is a decision about spending: --budget-approve answers it, not --approve all
+            if self.budget == "yes":
+                self.output.line(f"approved by --budget-approve yes: {_one_line(str(q.payload.get('reason') or ''), 300)}")
+                return {"decision": "approve"}
+            if self.budget == "no":
+                return {"decision": "reject", "message": "refused by --budget-approve no: the launch would exceed "
+                                                         "what is left of the budget"}
+            return self._ask_tool(q) if self.interactive else None
         if q.kind == "tool_approval":
             tool = str(q.payload.get("tool") or "")
             if self.approve == "all" or tool in self.always:

@@ -201,6 +201,8 @@ class DelegationMiddleware(TaskSpending, AgentMiddleware):
         return (Section("subagents", "\n".join(lines), cacheable=True),)
 
     # -- D8: a launch that would exceed what is left asks first ----------------------------------------------
+    # An approval of the call, but about money: its payload says ``exceeds_budget``, so the CLI answers it
+    # as --budget-approve says, never as --approve all (a flag for tool calls) would.
     async def wrap_tool_call(self, call: ToolCall, ctx: ToolContext, call_next: CallTool) -> ToolOutcome | NeedsApproval:
         agent = self._tool_agent.get(call.name)
         if agent is not None and not ctx.approved:
@@ -208,7 +210,7 @@ class DelegationMiddleware(TaskSpending, AgentMiddleware):
             over = None if existing is not None else _exceeds(self._agents[agent].budget, self._left(ctx))
             if over:
                 return NeedsApproval(f"Launching {agent} with its budget ({over}) would exceed what is left of "
-                                     "this run's budget")
+                                     "this run's budget", details={"exceeds_budget": over})
         elif call.name == "continue_task" and not ctx.approved and self.runner is not None and self.sub.async_:
             tasks, _refused = self._own(ctx, [(call.arguments or {}).get("task_id")])
             cfg = self._agents.get(tasks[0].agent) if tasks else None
@@ -216,7 +218,7 @@ class DelegationMiddleware(TaskSpending, AgentMiddleware):
                 over = _exceeds(cfg.budget, self._left(ctx))
                 if over:
                     return NeedsApproval(f"Continuing {tasks[0].id} with its budget ({over}) would exceed what is "
-                                         "left of this run's budget")
+                                         "left of this run's budget", details={"exceeds_budget": over})
         return await call_next(call, ctx)
 
     # -- D7: settled tasks reach the model once, as notices kept in place ----------------------------------------
