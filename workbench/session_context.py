@@ -6,16 +6,23 @@ A mixin of ``workbench.session.Session`` (one facade; split along its seams to k
 
 from __future__ import annotations
 
+import logging
+import os
+import socket
 from typing import TYPE_CHECKING, Any
 
+from workbench.engine.claims import _Heartbeat
+from workbench.engine.events import Event
 from workbench.engine.messages import Message
 from workbench.engine.usage import Usage
-from workbench.errors import RunError
+from workbench.errors import RunError, ThreadBusyError
 
 if TYPE_CHECKING:
     from workbench.config import WorkbenchConfig
     from workbench.engine.agent import Engine
-    from workbench.engine.store import Store
+    from workbench.engine.store import Claim, Store
+
+log = logging.getLogger(__name__)
 
 
 class ContextCalls:
@@ -100,21 +107,55 @@ class ContextCalls:
 
     async def compact(self) -> dict[str, Any] | None:
         """"Compact now" (C7): compress this thread's history now, whatever its size (during a run: at its
-        next model step). Returns the new record, or None when nothing could be made smaller."""
+        next model step). Returns the new record, or None when nothing could be made smaller. Outside a
+        run it claims the thread for the whole compaction (R7): ``ThreadBusyError`` names the holder when
+        a run or another compaction holds it, and a run or compaction asked meanwhile is refused."""
         mw = self._compression()
         if mw is None or mw.records_store is None:
             raise RunError("compression is not available in this session")
         if self.running:
             mw.force(self.thread_id)
             return None
-        holder = self.store.holder(self.thread_id)
-        if holder is not None:
-            raise RunError(f"thread {self.thread_id} is running in another process ({holder.describe()})")
-        messages = self.messages
-        records = mw.records_store.records(self.thread_id)
-        return await mw.compress(messages, records, target=max(1, mw.trigger // 2), trigger="manual",
-                                 thread_id=self.thread_id,
-                                 emit=lambda type, **data: self.engine.post_event(self.thread_id, type, **data))
+        claim = self._claim_to_compact()
+        beat: _Heartbeat | None = None
+        seq = claim.next_event_seq
+
+        def emit(type: str, **data: Any) -> None:
+            # Stored under the claim, numbered after the thread's last event (no run numbers them now)
+            nonlocal seq
+            event = Event(type, self.thread_id, "", 0, data)
+            if event.durable:
+                event = Event(type, self.thread_id, "", 0, data, event.time, seq)
+                self.store.append_events([event], claim=claim.token)
+                seq += 1
+            self.engine._publish(event)
+
+        try:
+            beat = _Heartbeat(self.store, claim)  # the summary call takes seconds: the claim stays fresh
+            messages = self.messages  # read under the claim: what is compacted is what the next run sees
+            records = mw.records_store.records(self.thread_id)
+            return await mw.compress(messages, records, target=max(1, mw.trigger // 2), trigger="manual",
+                                     thread_id=self.thread_id, emit=emit)
+        finally:
+            if beat is not None:
+                beat.stop()
+            try:
+                self.store.release(claim)
+            except Exception:  # it goes stale by itself (its pid ends with this process)
+                log.exception("could not release the claim on thread %s", self.thread_id)
+
+    def _claim_to_compact(self) -> Claim:
+        """R7, C7: Compact now holds the thread, as a run does, from reading its history to storing the
+        record — no run, resume or second compaction writes it meanwhile. Refused with the holder named
+        (the CLI's exit 2) when a run or a compaction holds it."""
+        try:
+            return self.store.claim(self.thread_id)
+        except ThreadBusyError as e:
+            holder = self.store.holder(self.thread_id)
+            if holder is None:  # it ended meanwhile: the store's own words
+                raise
+            where = "this" if holder.pid == os.getpid() and holder.host == socket.gethostname() else "another"
+            raise ThreadBusyError(f"thread {self.thread_id} is running in {where} process ({holder.describe()})") from e
 
     # -- prompt provenance (V1, V2) ---------------------------------------------------------------------------
     def prompt_calls(self, thread_id: str | None = None) -> list[dict[str, Any]]:

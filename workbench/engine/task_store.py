@@ -121,6 +121,10 @@ class TaskStore(Protocol):
     def update_unsettled(self, task_id: str, **changes: Any) -> bool:
         """Change the task only while it has not settled (one conditional write); True when it did."""
 
+    def take_task(self, task_id: str, owner: str, *, expected: str) -> bool:
+        """Make ``owner`` the unsettled task's owner only while its owner is still ``expected`` (one
+        compare-and-set): of two processes recovering one task, one drives it (R7, D5). True when it did."""
+
     def request_stop(self, task_id: str) -> TaskRecord | None:
         """Record that the task should stop (asked where it is not driven); its driver honours it."""
 
@@ -219,6 +223,14 @@ class SqliteTaskStore:
         with self.store.transaction() as db:
             return bool(db.execute(f"UPDATE tasks SET {sets} WHERE id=? AND {_UNSETTLED}",
                                    (*values, task_id)).rowcount == 1)
+
+    def take_task(self, task_id: str, owner: str, *, expected: str) -> bool:
+        """R7, D5: become the task's owner only if no one took it since its row was read (``expected``, the
+        owner read then) and it has not settled. Two processes recovering the same task both read the
+        dead owner; the first write wins, the second changes nothing and leaves the task to the first."""
+        with self.store.transaction() as db:
+            return db.execute(f"UPDATE tasks SET owner=? WHERE id=? AND owner IS ? AND {_UNSETTLED}",
+                              (owner, task_id, expected)).rowcount == 1
 
     def request_stop(self, task_id: str) -> TaskRecord | None:
         """D10: ask the process that drives the task to stop it (kept on the row: the first ask's time)."""

@@ -31,6 +31,11 @@ settles it instead of running it) and ``Session.abort_task`` says which process 
 settling is conditional on the row not having settled (``TaskStore.update_unsettled``): a settled row
 never flips to another ending, and a row deleted with its thread is not written again.
 
+Recovery — the tasks a killed or closed process left, taken with a compare-and-set on their owner so two
+processes never both drive one — and who drives a task are in task_recovery.py (a mixin of the runner).
+A run of a task whose thread another process holds (R7: it drives the task) leaves the row to that
+process: it is not settled here.
+
 A runner on a distributed engine would implement the same methods: ``start`` hands the task to a
 worker that builds the same child agent from the workspace's config and runs it on a shared store;
 ``status``/``result`` read the shared task table; ``abort`` and ``resume`` send a message to the
@@ -43,7 +48,6 @@ import asyncio
 import contextlib
 import logging
 import os
-import socket
 import threading
 import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
@@ -55,44 +59,14 @@ from workbench.engine.middleware import RunResult
 from workbench.engine.task_store import SETTLED, TaskRecord, TaskStore, task_spend
 from workbench.engine.tool_calls import QuestionChanged
 from workbench.engine.usage import Usage
+from workbench.errors import ThreadBusyError
 from workbench.harness.task_loop import TaskLoop
+from workbench.harness.task_recovery import _DRIVEN, TaskRecovery, describe_owner, owner_alive, process_owner
 
 log = logging.getLogger(__name__)
 
-#: Task ids some runner of this process drives now (queued, running or answering): never recovered here.
-_DRIVEN: set[str] = set()
-_STARTED = time.time()
-
-
-def process_owner() -> str:
-    """This process as a task's owner: host, pid and when it started."""
-    return f"{socket.gethostname()} {os.getpid()} {_STARTED:.3f}"
-
-
-def owner_alive(owner: str) -> bool:
-    """Whether the process that owns a task still runs (R7's test for a claim's holder): a task whose
-    owner lives is that process's to drive, so another process opening the workspace leaves it alone."""
-    from workbench.engine.store import Claim
-
-    try:
-        host, pid, since = owner.split(" ")
-        claim = Claim("", "", int(pid), host, float(since), time.time())
-    except ValueError:
-        return False
-    return claim.alive
-
-
 #: How often a runner reads the stop requests of the tasks it drives (another process's aborts, D10).
 STOP_POLL_SECONDS = 0.5
-
-
-def describe_owner(owner: str) -> str:
-    """A task's owner in words, as a claim's holder is named (R7): "process 123 on host, since …"."""
-    try:
-        host, pid, since = owner.split(" ")
-        return f"process {int(pid)} on {host}, since {time.strftime('%Y-%m-%d %H:%M:%S', time.localtime(float(since)))}"
-    except ValueError:
-        return owner or "another process"
 
 
 #: The error the engine gives a run whose asyncio task was cancelled (the app closing under it).
@@ -141,7 +115,7 @@ class TaskRunner(Protocol):
         """Stop driving tasks in this process (they stay ``pending`` in the store: ``recover`` picks them up)."""
 
 
-class LocalTaskRunner:
+class LocalTaskRunner(TaskRecovery):
     """``TaskRunner`` on this process's asyncio loop (see the module)."""
 
     def __init__(self, tasks: TaskStore, engine_for: Callable[[TaskRecord], Engine], *, max_concurrent: int = 4,
@@ -291,22 +265,6 @@ class LocalTaskRunner:
             with contextlib.suppress(asyncio.TimeoutError):
                 await asyncio.wait_for(changed.wait(), 0.1)
 
-    def driver_elsewhere(self, record: TaskRecord) -> str | None:
-        """Who drives this task, when not this runner: a live claim on its thread (R7), another runner of
-        this process, or its live owner process (queued there, or between its run's steps). None when
-        no one does (its process ended or closed)."""
-        if record.id in self._live or record.id in self._drivers or record.id in self._queue:
-            return None
-        holder = self.tasks_store_threads().holder(record.child_thread)
-        if holder is not None:
-            return holder.describe()
-        if record.id in _DRIVEN:
-            return f"another session of this process ({os.getpid()})"
-        if record.status in ("queued", "pending") and record.owner and record.owner != process_owner() \
-                and owner_alive(record.owner):
-            return describe_owner(record.owner)
-        return None
-
     def resume(self, task_id: str, decisions: Mapping[str, Any]) -> None:
         record = self.tasks.task(task_id)
         if record is None or record.status != "awaiting_decision":
@@ -371,36 +329,6 @@ class LocalTaskRunner:
                 record = self.tasks.task(task_id)
                 if record is not None and record.owner == mine and task_id not in _DRIVEN:
                     self.tasks.update_unsettled(task_id, owner="")
-
-    # -- recovery (D5: a restarted app picks tasks up) -------------------------------------------------------
-    def recover(self, parent_threads: Sequence[str] | None = None) -> list[str]:
-        """Drive again the background tasks of these parent threads (all when None) that a previous
-        process left ``queued`` or ``pending`` and that no live process runs now. Returns their ids."""
-        store = self.tasks_store_threads()
-        picked = []
-        for record in self.tasks.tasks(None):
-            if parent_threads is not None and record.parent_thread not in parent_threads:
-                continue
-            if not record.background or record.status not in ("queued", "pending"):
-                continue
-            if record.id in self._drivers or record.id in self._queue or record.id in _DRIVEN:
-                continue
-            if store.holder(record.child_thread) is not None:  # alive in another process (R7)
-                continue
-            if record.owner and owner_alive(record.owner) and record.owner != process_owner():
-                continue  # its process lives (it may be queued there): that process drives it
-            if record.stop_requested is not None:  # aborted while its process was gone: it ends, unrun
-                self._settle(record, "aborted", error="aborted")
-                continue
-            picked.append(record.id)
-            self._own(record.id)
-            start = self._start_for(record, self._engine(record))
-            if isinstance(start, RunResult):
-                continue
-            self._recovering[record.id] = start
-            self._queue.append(record.id)
-        self._pump()
-        return picked
 
     # -- driving ------------------------------------------------------------------------------------------
     def tasks_store_threads(self) -> Any:
@@ -514,6 +442,13 @@ class LocalTaskRunner:
             # task waits on its current questions, to be answered again; it has not failed.
             log.warning("task %s: %s", task_id, e)
             result = RunResult("interrupted", "", Usage(), error=str(e), thread_id=record.child_thread)
+        except ThreadBusyError as e:
+            # R7: another process holds the task's thread (it recovered the task first, or took the
+            # thread over): it drives the task and settles its row; nothing is written here.
+            log.info("task %s is driven elsewhere: %s", task_id, e)
+            self._disown(task_id)
+            self._notify()
+            return RunResult("failed", "", Usage(), error=str(e), thread_id=record.child_thread)
         except Exception as e:  # a task's failure is its own (D9): stored, siblings go on
             result = RunResult("failed", "", Usage(), error=f"{type(e).__name__}: {e}", thread_id=record.child_thread)
         self._record_result(self.tasks.task(task_id) or record, result, expired=expired)
@@ -716,4 +651,5 @@ class LocalTaskRunner:
         self._event().set()
 
 
-__all__ = ["STOP_POLL_SECONDS", "LocalTaskRunner", "Publish", "TaskRunner", "describe_owner"]
+__all__ = ["STOP_POLL_SECONDS", "LocalTaskRunner", "Publish", "TaskRunner", "describe_owner", "owner_alive",
+           "process_owner"]
