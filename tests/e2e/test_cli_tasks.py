@@ -191,22 +191,29 @@ def test_approve_ask_at_a_terminal_names_the_sub_agent_and_task(tmp_path, env, s
     assert (ws / "y.md").read_text() == "y"
 
 
-def test_b2_d9_a_task_the_run_waits_for_is_answered_during_the_run_as_approve_says(tmp_path, env, stub_server):
-    """B2, D8, D9: a hard run budget; the background task holds everything left and asks before writing.
-    The run waits for it before its next model call — and ``--approve all`` answers the task's question
-    then, during the run, not after it (which would wait on it until the task's 600 s time limit)."""
+def held_by_an_asking_task(tmp_path: Path, stub: StubServer) -> Path:
+    """A hard run budget of 1,000 tokens; the parent launches a background writer with everything left,
+    which asks before writing /project/y.txt (B2, D9)."""
     ws = tmp_path / "ws"
     ws.mkdir()
     (ws / "workbench.yaml").write_text(
-        f"model: openai/parent\napi_base: {stub_server.url}\n"
+        f"model: openai/parent\napi_base: {stub.url}\n"
         "permissions: {default: allow, rules: [{ask: write, path: '/project/**'}]}\n"
         "budget:\n  - {scope: run, limit: {total_tokens: 1000}}\n"
         "subagents:\n  async: true\n  max_wait_seconds: 5\n  agents:\n"
         "    - {name: writer, description: Writes files., model: openai/writer}\n", encoding="utf-8")
-    stub_server.script_for("parent", launch("writer"), StubReply(text="All written.", usage=(10, 5)))
-    stub_server.script_for("writer", StubReply(tool_calls=[("write_file", {"path": "/project/y.txt", "content": "y"})],
-                                               usage=(100, 100)),
-                           StubReply(text="wrote y", usage=(50, 50)))
+    stub.script_for("parent", launch("writer"), StubReply(text="All written.", usage=(10, 5)))
+    stub.script_for("writer", StubReply(tool_calls=[("write_file", {"path": "/project/y.txt", "content": "y"})],
+                                        usage=(100, 100)),
+                    StubReply(text="wrote y", usage=(50, 50)))
+    return ws
+
+
+def test_b2_d9_a_task_the_run_waits_for_is_answered_during_the_run_as_approve_says(tmp_path, env, stub_server):
+    """B2, D8, D9: a hard run budget; the background task holds everything left and asks before writing.
+    The run waits for it before its next model call — and ``--approve all`` answers the task's question
+    then, during the run, not after it (which would wait on it until the task's 600 s time limit)."""
+    ws = held_by_an_asking_task(tmp_path, stub_server)
     proc = cli(["run", "--approve", "all", "Write y"], ws, env, timeout=90)
     no_traceback(proc)
     assert proc.returncode == 0, proc.stderr
@@ -224,18 +231,7 @@ def test_b2_d9_with_no_one_to_answer_the_task_the_run_waits_for_the_run_stops_in
     """B2, D9: the same, with ``--approve ask`` and no terminal: nobody can answer the task the run waits
     for, so the run stops at once, saying why, and the task's question is listed with the resume command
     (exit 3: the run was stopped) — never a wait as long as the task's 600 s time limit."""
-    ws = tmp_path / "ws"
-    ws.mkdir()
-    (ws / "workbench.yaml").write_text(
-        f"model: openai/parent\napi_base: {stub_server.url}\n"
-        "permissions: {default: allow, rules: [{ask: write, path: '/project/**'}]}\n"
-        "budget:\n  - {scope: run, limit: {total_tokens: 1000}}\n"
-        "subagents:\n  async: true\n  max_wait_seconds: 5\n  agents:\n"
-        "    - {name: writer, description: Writes files., model: openai/writer}\n", encoding="utf-8")
-    stub_server.script_for("parent", launch("writer"), StubReply(text="All written.", usage=(10, 5)))
-    stub_server.script_for("writer", StubReply(tool_calls=[("write_file", {"path": "/project/y.txt", "content": "y"})],
-                                               usage=(100, 100)),
-                           StubReply(text="wrote y", usage=(50, 50)))
+    ws = held_by_an_asking_task(tmp_path, stub_server)
     proc = cli(["run", "Write y"], ws, env, timeout=60)
     no_traceback(proc)
     err = proc.stderr

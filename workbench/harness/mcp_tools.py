@@ -12,7 +12,7 @@ import hashlib
 import json
 import re
 import unicodedata
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Collection, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -200,43 +200,36 @@ def _trim(node: Any) -> Any:
     """A schema with every ``description``/``title`` cut to MAX_SCHEMA_DESCRIPTION_CHARS and its
     ``examples``/``$comment`` left out, at every depth; what it accepts is unchanged (names of properties
     and definitions, and data such as ``enum``, are never touched)."""
+    return _texts(node, lambda _key, text: _cut(text, MAX_SCHEMA_DESCRIPTION_CHARS), _SCHEMA_DROPPED)
+
+
+def _texts(node: Any, text: Callable[[str, str], str], dropped: Collection[str] = ()) -> Any:
+    """``node`` with each ``description``/``title`` string replaced by ``text(key, value)`` and the keys in
+    ``dropped`` left out, at every depth; names of properties and definitions, and data such as ``enum``
+    or ``default``, are never touched."""
     if isinstance(node, list):
-        return [_trim(v) for v in node]
+        return [_texts(v, text, dropped) for v in node]
     if not isinstance(node, Mapping):
         return node
     out: dict[str, Any] = {}
     for key, value in node.items():
-        if key in _SCHEMA_DROPPED:
+        if key in dropped:
             continue
         if key in ("description", "title") and isinstance(value, str):
-            out[key] = _cut(value, MAX_SCHEMA_DESCRIPTION_CHARS)
+            out[key] = text(key, value)
         elif key in _SCHEMA_MAPS and isinstance(value, Mapping):
-            out[key] = {name: _trim(sub) for name, sub in value.items()}
+            out[key] = {name: _texts(sub, text, dropped) for name, sub in value.items()}
         elif key in _SCHEMA_DATA:
             out[key] = value
         else:
-            out[key] = _trim(value)
+            out[key] = _texts(value, text, dropped)
     return out
 
 
 def _clean_schema(node: Any) -> Any:
     """A schema with every ``description``/``title`` cleaned (``clean_text``), at every depth; nothing
     else changes (names of properties, ``enum``, ``default`` and other data are the server's to keep)."""
-    if isinstance(node, list):
-        return [_clean_schema(v) for v in node]
-    if not isinstance(node, Mapping):
-        return node
-    out: dict[str, Any] = {}
-    for key, value in node.items():
-        if key in ("description", "title") and isinstance(value, str):
-            out[key] = clean_text(value, lines=key == "description")
-        elif key in _SCHEMA_MAPS and isinstance(value, Mapping):
-            out[key] = {name: _clean_schema(sub) for name, sub in value.items()}
-        elif key in _SCHEMA_DATA:
-            out[key] = value
-        else:
-            out[key] = _clean_schema(value)
-    return out
+    return _texts(node, lambda key, text: clean_text(text, lines=key == "description"))
 
 
 def _size(schema: Any) -> int:
