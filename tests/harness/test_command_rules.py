@@ -18,7 +18,8 @@ from hypothesis import strategies as st
 from workbench.config import parse_config
 from workbench.harness.command_rules import Part, match_command, parse, prefix_patterns
 from workbench.harness.execute import ExecuteMiddleware, HostMount
-from workbench.harness.permissions import PermissionsMiddleware, _rule_yaml, append_rules_to_config
+from workbench.harness.permission_rules_file import _rule_yaml, append_rules_to_config
+from workbench.harness.permissions import PermissionsMiddleware
 from workbench.harness.rule_proposal import build_rule, command_pattern
 from workbench.harness.sandbox import Sandbox, SandboxStatus
 

@@ -44,8 +44,8 @@ from workbench.harness.permissions import (
     exact_pattern,
     rule_matches,
     state_session_rules,
-    with_rules_added,
 )
+from workbench.harness.permission_rules_file import with_rules_added
 
 __all__ = [
     "COMMAND_LEVELS",
@@ -169,7 +169,7 @@ def command_pattern(command: str, level: str) -> str:
 
 def rule_yaml(rule: PermissionRule) -> str:
     """The line the rule is saved as in ``permissions.rules`` (without the ``- ``)."""
-    from workbench.harness.permissions import _rule_yaml
+    from workbench.harness.permission_rules_file import _rule_yaml
 
     return _rule_yaml(rule)
 
