@@ -332,3 +332,16 @@ def test_P3_threads_titles_and_a_shown_thread_are_escaped(tmp_path: Any, monkeyp
     assert "  assistant: line one\\x1b[1A\n    \tline two\\u202e\n" in out  # the message's own lines and tab kept
     assert "    → exec\\x1b[2K " in out and "  tool exec\\x1b [ok]: out\\x1b[2K" in out
     assert "  [ ] todo\\x1b[2K" in out and "  - plain\\x1b" in out and "  a\\x1b[2K.md  (1 bytes)" in out
+
+
+def test_p3_the_verbose_traceback_shows_escapes_not_terminal_controls(capsys):
+    """P3: with --verbose the traceback quotes the error's message, which may be a server's or a model's
+    words: its escape sequences are shown, never obeyed (the key scrub still applies first)."""
+    from workbench.cli import _report
+
+    try:
+        raise RuntimeError("boom \x1b[2K\x1b[Gfine")
+    except RuntimeError as e:
+        assert _report(e, verbose=True) == 1
+    err = capsys.readouterr().err
+    assert "\x1b" not in err and "boom \\x1b[2K\\x1b[Gfine" in err and "Traceback" in err

@@ -285,8 +285,9 @@ def _report(e: BaseException, *, verbose: bool) -> int:
         import traceback
 
         from workbench.redact import scrub  # R10: a traceback quotes messages that may echo a key
+        from workbench.terminal_text import terminal_safe  # P3: and what a model or a server wrote
 
-        sys.stderr.write(scrub("".join(traceback.format_exception(e))))
+        sys.stderr.write(terminal_safe(scrub("".join(traceback.format_exception(e))), multiline=True))
     if isinstance(e, (UsageError, ConfigError, BuildError)):
         _err(f"workbench: {e}")
         return EXIT_USAGE

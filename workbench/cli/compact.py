@@ -19,6 +19,7 @@ from typing import Any
 from workbench.cli.codes import EXIT_DONE, UsageError
 from workbench.cli.decide import _trust_decision
 from workbench.cli.output import _err, _fmt_time
+from workbench.terminal_text import terminal_safe
 
 #: What each strategy counts ("3 tool results", "24 messages").
 _UNITS = {"dedupe": "tool result", "truncate": "tool result", "summarize": "message", "drop": "message"}
@@ -47,7 +48,9 @@ async def _compact(workspace: Path, args: argparse.Namespace) -> int:
             _err(f"thread {session.thread_id}: nothing to compact (its history is too short for a summary and "
                  "no tool result can be made smaller)")
         else:
-            print("\n".join(record_lines(record, head=f"compacted thread {session.thread_id}")), flush=True)
+            # P3: a record's note can quote a provider's or a model's words
+            print(terminal_safe("\n".join(record_lines(record, head=f"compacted thread {session.thread_id}")),
+                                multiline=True), flush=True)
             print(f"the model now sees {len(view):,} messages; the thread keeps all {len(session.messages):,}",
                   flush=True)
         return EXIT_DONE
