@@ -106,6 +106,30 @@ class MemoryKeyring(KeyringBackend):
             raise PasswordDeleteError(username)
 
 
+def server_marker_fixtures(prefix: str) -> tuple[Any, Any]:
+    """For a test module to take as its own (``marker, _no_leftovers = server_marker_fixtures("wbtest")``):
+    ``marker``, a text unique to the test that its MCP server processes carry in their command line, and
+    an autouse fixture that ends every test with none of them left running (X3)."""
+    import uuid
+
+    import pytest
+
+    @pytest.fixture
+    def marker() -> str:
+        return f"{prefix}-{uuid.uuid4().hex[:10]}"
+
+    @pytest.fixture(autouse=True)
+    def _no_leftovers(marker: str) -> Any:
+        """Every test ends with no server process of its own left (X3)."""
+        yield
+        deadline = time.monotonic() + 5
+        while with_marker(marker) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert not with_marker(marker), "server processes outlived the test"
+
+    return marker, _no_leftovers
+
+
 def subagent_workspace(tmp_path: Path, api_base: str) -> Path:
     """A workspace whose agent (``openai/parent``) may launch the background sub-agent ``researcher``
     (``openai/researcher``), both against the stub at ``api_base``, every call allowed."""

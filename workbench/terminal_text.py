@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import unicodedata
 
-__all__ = ["terminal_safe", "HIDING_CATEGORIES"]
+__all__ = ["HIDING_CATEGORIES", "escape_code", "terminal_safe"]
 
 #: The Unicode categories a terminal acts on or hides rather than shows: controls (C0, DEL, C1), format
 #: characters (bidi, zero-width), surrogates, line and paragraph separators.
@@ -33,7 +33,8 @@ _NAMED = {0x09: "\\t", 0x0A: "\\n", 0x0D: "\\r"}
 _CACHE_LIMIT = 4096  # code points remembered per table; a text of many odd ones is still escaped, just uncached
 
 
-def _escape(code: int) -> str:
+def escape_code(code: int) -> str:
+    """One code point as a visible escape: ``\\t``, ``\\n``, ``\\r``, else ``\\xNN``, ``\\uNNNN`` or ``\\UNNNNNNNN``."""
     if code in _NAMED:
         return _NAMED[code]
     if code < 0x100:
@@ -54,7 +55,7 @@ class _Table(dict):  # type: ignore[type-arg]
         if code in self._keep or unicodedata.category(chr(code)) not in HIDING_CATEGORIES:
             value: int | str = code
         else:
-            value = _escape(code)
+            value = escape_code(code)
         if len(self) < _CACHE_LIMIT:
             self[code] = value
         return value

@@ -14,7 +14,6 @@ import socket
 import subprocess
 import sys
 import time
-import uuid
 from pathlib import Path
 from typing import Any
 
@@ -22,7 +21,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tests.fakes import alive, until, with_marker
+from tests.fakes import alive, server_marker_fixtures, until, with_marker
 from tests.stub_server import StubReply, StubServer
 from workbench.errors import ConfigError
 from workbench.harness import mcp_launch
@@ -87,19 +86,7 @@ def server(session: Session, name: str) -> McpServerInfo:
     return next(i for i in session.mcp_servers() if i.name == name)
 
 
-@pytest.fixture
-def marker() -> str:
-    return f"wbtest-{uuid.uuid4().hex[:10]}"
-
-
-@pytest.fixture(autouse=True)
-def _no_leftovers(marker: str):
-    """Every test ends with no server process of its own left (X3)."""
-    yield
-    deadline = time.monotonic() + 5
-    while with_marker(marker) and time.monotonic() < deadline:
-        time.sleep(0.05)
-    assert not with_marker(marker), "server processes outlived the test"
+marker, _no_leftovers = server_marker_fixtures("wbtest")
 
 
 # ------------------------------------------------------------------------------------------ real published servers

@@ -13,13 +13,12 @@ import json
 import re
 import sys
 import time
-import uuid
 from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
 
-from tests.fakes import alive, until, with_marker
+from tests.fakes import alive, server_marker_fixtures, until, with_marker
 from tests.stub_server import StubReply, StubServer
 from workbench.config import McpServerConfig
 from workbench.harness import mcp_stdio, mcp_tools
@@ -32,19 +31,7 @@ HOSTILE = Path(__file__).resolve().parents[1] / "mcp_servers" / "hostile.py"
 pytestmark = pytest.mark.timeout(60)
 
 
-@pytest.fixture
-def marker() -> str:
-    return f"wbhostile-{uuid.uuid4().hex[:10]}"
-
-
-@pytest.fixture(autouse=True)
-def _no_leftovers(marker: str):
-    """Every test ends with no server process of its own left (X3)."""
-    yield
-    deadline = time.monotonic() + 5
-    while with_marker(marker) and time.monotonic() < deadline:
-        time.sleep(0.05)
-    assert not with_marker(marker), "server processes outlived the test"
+marker, _no_leftovers = server_marker_fixtures("wbhostile")
 
 
 def raw_servers(tmp_path: Path, marker: str, mode: str, *extra: str, tool_timeout: float = 10) -> McpServers:

@@ -16,13 +16,12 @@ from __future__ import annotations
 import asyncio
 import sys
 import time
-import uuid
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from tests.fakes import until, with_marker
+from tests.fakes import server_marker_fixtures, until, with_marker
 from workbench.config import McpServerConfig
 from workbench.harness import mcp_server
 from workbench.harness.mcp_servers import McpServers
@@ -34,19 +33,7 @@ LISTING = Path(__file__).resolve().parent / "mcp_listing_server.py"
 pytestmark = pytest.mark.timeout(90)
 
 
-@pytest.fixture
-def marker() -> str:
-    return f"wbrelist-{uuid.uuid4().hex[:10]}"
-
-
-@pytest.fixture(autouse=True)
-def _no_leftovers(marker: str):
-    """Every test ends with no server process of its own left (X3)."""
-    yield
-    deadline = time.monotonic() + 5
-    while with_marker(marker) and time.monotonic() < deadline:
-        time.sleep(0.05)
-    assert not with_marker(marker), "server processes outlived the test"
+marker, _no_leftovers = server_marker_fixtures("wbrelist")
 
 
 def raw(tmp_path: Path, marker: str, mode: str, *extra: str, startup_timeout: float = 20,

@@ -9,13 +9,11 @@ X5) and in the server's log. Against real server processes (``mcp_listing_server
 from __future__ import annotations
 
 import sys
-import time
-import uuid
 from pathlib import Path
 
 import pytest
 
-from tests.fakes import until, with_marker
+from tests.fakes import server_marker_fixtures, until, with_marker
 from tests.stub_server import StubReply, StubServer
 from workbench.config import McpServerConfig
 from workbench.harness import mcp_server, mcp_servers
@@ -35,19 +33,7 @@ LISTING = Path(__file__).resolve().parent / "mcp_listing_server.py"
 pytestmark = pytest.mark.timeout(90)
 
 
-@pytest.fixture
-def marker() -> str:
-    return f"wbcaps-{uuid.uuid4().hex[:10]}"
-
-
-@pytest.fixture(autouse=True)
-def _no_leftovers(marker: str):
-    """Every test ends with no server process of its own left (X3)."""
-    yield
-    deadline = time.monotonic() + 5
-    while with_marker(marker) and time.monotonic() < deadline:
-        time.sleep(0.05)
-    assert not with_marker(marker), "server processes outlived the test"
+marker, _no_leftovers = server_marker_fixtures("wbcaps")
 
 
 def config(marker: str, mode: str, *extra: str) -> McpServerConfig:

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from workbench.errors import ToolError
+from workbench.terminal_text import escape_code
 
 __all__ = ["MAX_SCHEMA_CHARS", "NAME_RE", "McpCallError", "McpResult", "McpServerInfo", "McpToolInfo", "clean_text",
            "decoded_size", "offered_names", "one_line", "result_of", "tool_infos", "trimmed_schema"]
@@ -294,8 +295,7 @@ def clean_text(text: str, *, lines: bool = False) -> str:
         elif ch in "\t\n\r\v\f" or category in ("Zl", "Zp"):
             out.append(" ")
         elif category in ("Cc", "Cf", "Cs"):
-            code = ord(ch)
-            out.append(f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}" if code < 0x10000 else f"\\U{code:08x}")
+            out.append(escape_code(ord(ch)))  # whitespace controls were handled above: never a named escape
         else:  # a space other than ASCII's (Zs), private use, unassigned: shown as they are
             out.append(ch)
     return "".join(out)
