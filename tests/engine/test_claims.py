@@ -15,6 +15,7 @@ import sqlite3
 import subprocess
 import sys
 import time
+from typing import Any
 
 import pytest
 
@@ -26,6 +27,7 @@ from workbench.engine.middleware import AgentMiddleware, NeedsApproval
 from workbench.engine.models.scripted import ScriptedModel, reply, tool_reply
 from workbench.engine import store as store_module
 from workbench.engine.store import STALE_AFTER, Claim, RunRecord, Store
+from workbench.engine.tool_calls import LAZY_COMMIT_SECONDS
 from workbench.engine.tools import Tool, schema
 from workbench.engine.usage import Usage
 from workbench.errors import RunError, StoreError, ThreadBusyError
@@ -356,10 +358,11 @@ async def test_R9_a_read_only_call_that_never_finished_runs_on_recovery(tmp_path
     assert effects == ["1"]
 
 
-async def test_R9_a_messages_only_read_is_not_journaled_and_runs_again_after_a_crash_before_the_checkpoint(tmp_path):
-    """Issue 9: a message's only call that just reads skips the journal (the step's checkpoint follows at
-    once); a crash between the two reads again on recovery, and the history stays whole. A read beside
-    other calls, and every call that changes things outside, is still journaled."""
+async def test_R9_a_messages_only_read_is_committed_with_its_step_and_a_crash_before_asks_the_model_again(tmp_path):
+    """Issue 9: a message whose one call only reads is neither committed before the call nor journaled:
+    the step's end commits both (one transaction a step). A crash before that loses the step in flight
+    (R1) — recovery asks the model again, as after a crash in its stream. A read beside other calls, and
+    every call that changes things outside, is still committed first and journaled (R9)."""
     effects: list[str] = []
     model = ScriptedModel([tool_reply(("look", {"x": "a"})), tool_reply(("look", {"x": "b"}), ("apply", {"x": "1"})),
                            tool_reply(("look", {"x": "c"}))])
@@ -368,35 +371,72 @@ async def test_R9_a_messages_only_read_is_not_journaled_and_runs_again_after_a_c
     finish = engine.store.journal_finish
     engine.store.journal_finish = lambda *a, **k: (journaled.append(a[3]), finish(*a, **k))[1]
     save = engine.store.save_checkpoint
+    saved: list[tuple[int, dict[str, Any]]] = []
 
-    def crash_after_look_c(thread_id, run_id, step, status, state, *a, **k):
+    def crash_after_look_c(thread_id, run_id, step, status, state, pending, *a, **k):
         if state["messages"][-1].get("role") == "tool" and effects[-1:] == ["look c"]:
             raise Crash()  # the process dies after look c finished, before its step's checkpoint
-        return save(thread_id, run_id, step, status, state, *a, **k)
+        saved.append((step, dict(pending)))
+        return save(thread_id, run_id, step, status, state, pending, *a, **k)
 
     engine.store.save_checkpoint = crash_after_look_c
     with pytest.raises(Crash):
         await engine.run("t", "go")
     assert effects == ["look a", "look b", "1", "look c"]
     assert len(journaled) == 2  # look b and apply 1 (two calls in one message); never look a or look c
+    # step 1 (look a) ended with one checkpoint; step 2 was committed before its calls ran, then at its end
+    assert [(step, p.get("phase")) for step, p in saved] == [(0, None), (1, None), (2, "tools"), (2, None)]
     store = Store.for_workspace(tmp_path)
     if store.holder("t"):
         mark_claim_dead(store, "t")
     after: list[str] = []
-    again = make(tmp_path, ScriptedModel([reply("done")]), tools=_counting_tools(after, crash_on=None), store=store)
+    again_model = ScriptedModel([reply("done")])
+    again = make(tmp_path, again_model, tools=_counting_tools(after, crash_on=None), store=store)
     result = await again.recover("t")
-    assert result.status == "done" and after == ["look c"]  # the read ran again; apply 1 never did
+    assert result.status == "done" and after == []  # apply 1 never ran again; the lost step was not replayed
+    assert [m.role for m in again_model.requests[0].messages] == ["user", "assistant", "tool", "assistant", "tool",
+                                                                   "tool"]  # asked again from step 2's end
     msgs = [Message.from_dict(m) for m in store.latest_checkpoint("t").state["messages"]]
-    assert [m.role for m in msgs] == ["user", "assistant", "tool", "assistant", "tool", "tool", "assistant", "tool",
-                                      "assistant"]
-    assert msgs[7].content == "seen" and msgs[-1].content == "done"
+    assert [m.role for m in msgs] == ["user", "assistant", "tool", "assistant", "tool", "tool", "assistant"]
+    assert msgs[-1].content == "done"
+
+
+async def test_R9_a_read_that_runs_long_is_committed_before_it_ends(tmp_path):
+    """Issue 9: the message of a read still running after LAZY_COMMIT_SECONDS is committed then: a crash
+    after that point does not ask the model again, and the step's call stays counted (R5)."""
+    u = Usage(100, 10, calls=1, cost_usd=0.25)
+
+    async def slow_look(args, ctx):
+        await asyncio.sleep(LAZY_COMMIT_SECONDS * 4)
+        raise Crash()  # the process dies while the read runs, past the grace
+
+    tools = (*_counting_tools([], None)[:2], Tool("look", "", schema({"x": {"type": "string"}}, ["x"]), slow_look,
+                                                  changes_outside=False))
+    model = ScriptedModel([tool_reply(("look", {"x": "a"}), usage=u)])
+    engine = make(tmp_path, model, tools=tools)
+    with pytest.raises(Crash):
+        await engine.run("t", "go")
+    store = Store.for_workspace(tmp_path)
+    cp = store.latest_checkpoint("t")
+    assert cp.pending.get("phase") == "tools" and [m["role"] for m in cp.state["messages"]] == ["user", "assistant"]
+    assert store.thread_usage("t").input_tokens == 100  # counted with the message, before the call ended
+    if store.holder("t"):
+        mark_claim_dead(store, "t")
+    after: list[str] = []
+    again_model = ScriptedModel([reply("end", usage=u)])
+    again = make(tmp_path, again_model, tools=_counting_tools(after, crash_on=None), store=store)
+    result = await again.recover("t")
+    assert result.status == "done" and after == ["look a"]  # the read ran again; the model was not asked for it
+    assert again_model.calls == 1 and store.thread_usage("t").input_tokens == 200
 
 
 async def test_R9_recover_keeps_the_runs_earlier_usage(tmp_path):
     """recover() adds to the run's usage so far (a mutation dropping it went unnoticed)."""
     u = Usage(100, 10, calls=1, cost_usd=0.25)
     effects: list[str] = []
-    model = ScriptedModel([tool_reply(("apply", {"x": "1"}), usage=u), tool_reply(("look", {"x": "a"}), usage=u)])
+    # two calls in the message: it is committed (with its call's usage) before they run
+    model = ScriptedModel([tool_reply(("apply", {"x": "1"}), usage=u),
+                           tool_reply(("look", {"x": "a"}), ("look", {"x": "b"}), usage=u)])
     engine = make(tmp_path, model, tools=_counting_tools(effects, crash_on="look"))
     with pytest.raises(Crash):
         await engine.run("t", "go")

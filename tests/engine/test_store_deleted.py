@@ -189,7 +189,10 @@ async def test_R1_a_run_whose_command_deletes_the_store_fails_and_the_thread_is_
     # A later process (a new Store on the path) finds the thread, its history and how the run ended.
     later = Store.for_workspace(tmp_path)
     roles = [m["role"] for m in later.latest_checkpoint("t").state["messages"]]
-    assert roles == ["user", "assistant", "tool"]
+    # A message whose one call only reads is committed at the step's end (issue 9): the step that
+    # found the store gone is lost whole (R1), and recover() asks the model again.
+    kept = ["user", "assistant", "tool"] if changes_outside else ["user"]
+    assert roles == kept
     [run] = later.runs("t")
     assert run.status == "failed" and "put back at" in run.error
     assert later.thread("t").status == "failed"
@@ -202,7 +205,7 @@ async def test_R1_a_run_whose_command_deletes_the_store_fails_and_the_thread_is_
     assert again.status == "done" and again.answer == "recovered"
     assert ran == [1]
     assert [Message.from_dict(m).role for m in engine.store.latest_checkpoint("t").state["messages"]] == \
-        ["user", "assistant", "tool", "assistant"]
+        [*kept, "assistant"]
     engine.store.close()
 
 

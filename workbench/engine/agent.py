@@ -13,6 +13,7 @@ heartbeat in claims.py.
 from __future__ import annotations
 
 import asyncio
+import functools
 import contextlib
 import json
 import logging
@@ -394,8 +395,15 @@ class Engine(Recovery, ModelCalls, ToolCalls):
                 return await self._complete(rt, message.content)
             # R9: the message and its calls are committed before any of them runs: after a crash from
             # here on, recovery replays the finished calls from the journal, never asks the model again.
-            self._checkpoint(rt, "running", {"phase": "tools"})
-            done = await self._run_tools(rt, message.tool_calls, {}, {})
+            # A message whose one call only reads (issue 9: the usual step) is committed only if the call
+            # is still running after LAZY_COMMIT_SECONDS: a crash before then is a crash in the model call
+            # (R1: the step in flight is lost), a crash after it loses nothing more than today.
+            commit = functools.partial(self._checkpoint, rt, "running", {"phase": "tools"})
+            if len(message.tool_calls) == 1 and self._only_reads(message.tool_calls):
+                done = await self._run_tools(rt, message.tool_calls, {}, {}, late_commit=commit)
+            else:
+                commit()
+                done = await self._run_tools(rt, message.tool_calls, {}, {})
             if done is not None:
                 return done
             self._checkpoint(rt, "running")

@@ -90,6 +90,10 @@ def check_bound(questions: Sequence[Question], decisions: Mapping[str, Any], bou
         raise QuestionChanged(changed_message(changed, new, gone))
 
 
+#: How long a message's one read-only call runs before the message is committed anyway (see ``_steps``):
+#: longer than a listing or a file read, far shorter than anything worth asking the model again for.
+LAZY_COMMIT_SECONDS = 0.05
+
 _UNKNOWN = ("Not finished: the process running this call stopped before it returned, so it may or may not have "
             "taken effect. Check before trying it again.")
 
@@ -112,8 +116,12 @@ class ToolCalls:
         calls: Sequence[ToolCall],
         completed: dict[str, ToolOutcome],
         resumed: dict[str, Question],
+        *,
+        late_commit: Callable[[], None] | None = None,
     ) -> RunResult | None:
-        """Run a message's calls (R4); append their results in order, or suspend with the questions."""
+        """Run a message's calls (R4); append their results in order, or suspend with the questions.
+        ``late_commit``: the message is not committed yet (its one call only reads, see ``_steps``):
+        commit it if the call is still running after ``LAZY_COMMIT_SECONDS``."""
         locks: dict[str, asyncio.Lock] = {}
         questions: dict[str, Question] = {}
         fatal: list[Exception] = []
@@ -160,6 +168,17 @@ class ToolCalls:
         # Tasks start in message order and asyncio.Lock is fair, so same-lock calls run in order (R4).
         tasks = [asyncio.ensure_future(one(c)) for c in todo]
         rt.tool_tasks = tasks
+        if late_commit is not None:
+            finished, _ = await asyncio.wait(tasks, timeout=LAZY_COMMIT_SECONDS)
+            if not finished:
+                try:
+                    late_commit()
+                except BaseException:  # the run ends here: its call may not keep running
+                    for task in tasks:
+                        task.cancel()
+                    await asyncio.gather(*tasks, return_exceptions=True)
+                    rt.tool_tasks = []
+                    raise
         try:
             # Wait for every call, even when one fails: none may keep running after the run ended.
             results = await asyncio.gather(*tasks, return_exceptions=True)
@@ -189,6 +208,11 @@ class ToolCalls:
             rt.append(Message.tool(call, outcome.content, status=outcome.status))
         rt.outcomes = None
         return None
+
+    def _only_reads(self, calls: Sequence[ToolCall]) -> bool:
+        """Whether every call is to a tool the workbench itself knows only reads (``Tool.only_reads``)."""
+        tools = self.agent.tool_map
+        return all(call.name in tools and tools[call.name].only_reads for call in calls)
 
     async def _one_tool(self, rt: _Runtime, call: ToolCall, tool: Tool | None, resumed: Question | None,
                         held: bool = False) -> ToolOutcome:

@@ -84,6 +84,23 @@ class Tool:
     def spec(self) -> ToolSpec:
         return ToolSpec(self.name, self.description, self.parameters)
 
+    @property
+    def server_labelled(self) -> bool:
+        """Whether ``changes_outside`` is a claim from outside the workbench: an MCP server's tool,
+        read-only because the server annotates it so (``readOnlyHint``, X2) — named ``mcp__<server>__<tool>``
+        and owned by the MCP middleware (``harness/mcp.py``). The workbench's own tools (files, todos,
+        artifacts, the task tools) are labelled in its own code."""
+        if self.name.startswith("mcp__"):
+            return True
+        owner = type(self.owner).__module__ if self.owner is not None else ""
+        return owner == "workbench.harness.mcp" or owner.startswith("workbench.harness.mcp_")
+
+    @property
+    def only_reads(self) -> bool:
+        """The workbench's own word that a call changes nothing outside the run: running it again
+        after a crash is harmless (R9). A server's label is not enough: it may lie."""
+        return not self.changes_outside and not self.server_labelled
+
     def resources(self, arguments: dict[str, Any]) -> list[Resource]:
         out: list[Resource] = [("invoke", self.name)]
         for action, names in (("read", self.reads), ("write", self.writes_paths)):

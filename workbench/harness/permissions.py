@@ -241,16 +241,11 @@ class Verdict:
 
 
 def server_labelled(tool: Tool) -> bool:
-    """Whether ``tool``'s ``changes_outside`` is a claim from outside the workbench: an MCP server's tool,
-    read-only because the server annotates it so (``readOnlyHint``, X2) — named ``mcp__<server>__<tool>``
-    and owned by the MCP middleware (``harness/mcp.py``). Such a label spares the tool the default
-    ``ask`` (X2) but is never an allow under a ``deny`` default (P1: the default applies to calls no
-    rule matches): a server cannot lift its tools past the person's deny-by-default by labelling them.
-    The workbench's own tools (files, todos, artifacts, the task tools) are labelled in its own code."""
-    if tool.name.startswith("mcp__"):
-        return True
-    owner = type(tool.owner).__module__ if tool.owner is not None else ""
-    return owner == "workbench.harness.mcp" or owner.startswith("workbench.harness.mcp_")
+    """Whether ``tool``'s ``changes_outside`` is a claim from outside the workbench (``Tool.server_labelled``).
+    Such a label spares the tool the default ``ask`` (X2) but is never an allow under a ``deny``
+    default (P1: the default applies to calls no rule matches): a server cannot lift its tools past
+    the person's deny-by-default by labelling them."""
+    return tool.server_labelled
 
 
 def _rule_seal_parts(rule: PermissionRule) -> tuple[str, ...]:
