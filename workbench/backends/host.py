@@ -13,6 +13,7 @@ import errno
 import os
 import stat as stat_mod
 import tempfile
+import time
 import unicodedata
 from collections.abc import Iterable, Iterator
 from pathlib import Path
@@ -40,7 +41,7 @@ from workbench.backends.base import (
     require_text,
     split_glob,
 )
-from workbench.backends.guard import check, hidden, run_walk, walk_tick
+from workbench.backends.guard import check, current_guard, hidden, run_walk, walk_tick
 
 __all__ = ["HostBackend", "LinkOutside", "OUTSIDE_REASON", "SKIPPED_DIRS", "noting_links_outside"]
 
@@ -101,6 +102,27 @@ def noting_links_outside() -> Iterator[list[LinkOutside]]:
         yield noted
     finally:
         _LINKS_OUTSIDE.reset(token)
+
+
+class _InlineBudget:
+    """How much of a listing may run on the event loop before it moves to a worker thread (issue 9):
+    ``ENTRIES`` names read plus as many looked at, or ``SECONDS``, whichever comes first. A slow disk
+    blocks the loop at most that long plus one system call, the cost ``target``'s realpath has anyway."""
+
+    ENTRIES = 128
+    SECONDS = 0.002
+
+    class Spent(Exception):
+        """The folder is large or slow: list it in a worker."""
+
+    def __init__(self) -> None:
+        self._left = self.ENTRIES
+        self._deadline = time.monotonic() + self.SECONDS
+
+    def spend(self) -> None:
+        self._left -= 1
+        if self._left < 0 or time.monotonic() > self._deadline:
+            raise self.Spent()
 
 
 PROTECTED_REASON = ("protected path: the workbench's own data (the thread store or the API key folder); "
@@ -452,16 +474,16 @@ class HostBackend(FileBackend):
         finally:
             os.close(fd)
 
-    def _entry_info(self, v: str, entry: os.DirEntry[str]) -> FileInfo | None:
+    def _entry_info(self, v: str, entry: os.DirEntry[str], outside: list[LinkOutside]) -> FileInfo | None:
         """Info on one listed entry; None for a symlink leading outside the root or nowhere (one
-        leading outside is named to ``noting_links_outside``, unless it leads into a protected folder)."""
+        leading outside is put in ``outside``, for ``noting_links_outside``, unless it leads into a
+        protected folder)."""
         try:
             if entry.is_symlink():
                 real = os.path.realpath(entry.path)
                 if not self._inside(real):
-                    noted = _LINKS_OUTSIDE.get()
-                    if noted is not None and not self._is_protected(real):
-                        noted.append(LinkOutside(entry.name, os.path.isdir(real)))
+                    if _LINKS_OUTSIDE.get() is not None and not self._is_protected(real):
+                        outside.append(LinkOutside(entry.name, os.path.isdir(real)))
                     return None
             return self._info(v, entry.stat())
         except OSError:
@@ -487,25 +509,40 @@ class HostBackend(FileBackend):
             self._write_text(v, real, updated)
         return count
 
-    def _do_list(self, path: str) -> list[FileInfo]:
+    def _do_list(self, path: str, budget: _InlineBudget | None = None) -> list[FileInfo]:
+        """The listing; with ``budget`` (on the loop) it gives up, raising ``_InlineBudget.Spent``, once
+        the folder proves large or slow, having told nobody anything yet."""
         v, real = self._resolve(path)
         st = self._stat(v, real)
         if not stat_mod.S_ISDIR(st.st_mode):
             return [self._info(v, st)]
         try:
             with os.scandir(real) as it:
-                entries = sorted(it, key=lambda e: e.name)
+                if budget is None:
+                    entries = sorted(it, key=lambda e: e.name)
+                else:
+                    entries = []
+                    for entry in it:
+                        entries.append(entry)
+                        budget.spend()
+                    entries.sort(key=lambda e: e.name)
         except OSError as exc:
             raise self._os_error(v, exc) from exc
         out = []
+        outside: list[LinkOutside] = []  # told to ``noting_links_outside`` once the listing is whole
         for entry in entries:
             name = join(v, entry.name)
-            info = self._entry_info(name, entry)
+            info = self._entry_info(name, entry, outside)
             # ``real`` is already resolved, so an entry that is no symlink is its own real path: only a
             # symlink needs ``realpath`` (seven lstat calls each; issue 9: the ``ls`` of every step).
             entry_real = os.path.realpath(entry.path) if entry.is_symlink() else entry.path
             if info is not None and not self._hidden(name, entry_real):
                 out.append(info)
+            if budget is not None:
+                budget.spend()
+        noted = _LINKS_OUTSIDE.get()
+        if noted is not None:
+            noted.extend(outside)
         return out
 
     def _do_glob(self, pattern: str, path: str) -> list[str]:
@@ -575,7 +612,18 @@ class HostBackend(FileBackend):
         return await asyncio.to_thread(self._do_edit, path, old, new, replace_all)
 
     async def list(self, path: str) -> list[FileInfo]:
-        return await asyncio.to_thread(self._do_list, path)
+        # Issue 9: a small folder is listed on the loop (a realpath and a stat a name, the kind of
+        # work ``target`` does there before every call) instead of paying a worker thread's round trip,
+        # the larger part of an ``ls`` step; one that is large or slow moves to a worker from the start.
+        guard = current_guard()
+        omitted = guard.omitted.copy() if guard is not None else None
+        try:
+            return self._do_list(path, _InlineBudget())
+        except _InlineBudget.Spent:
+            if guard is not None and omitted is not None:  # the entries it hid are hidden (counted) again
+                guard.omitted.clear()
+                guard.omitted.update(omitted)
+            return await asyncio.to_thread(self._do_list, path)
 
     async def glob(self, pattern: str, path: str = "/") -> list[str]:
         return await run_walk(f"glob {pattern!r}", self._do_glob, pattern, path)
