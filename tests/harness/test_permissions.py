@@ -464,3 +464,33 @@ async def test_P3_the_agent_cannot_write_the_user_rules_trust_record_or_settings
         await backend.write(f"/user/{name}", "{}")
     assert not (user_config_dir() / name).exists()
     assert f"/user/{name}" not in [i.path for i in await backend.list("/user")]
+
+
+def test_P3_a_verdicts_reason_names_where_its_rule_is_now(tmp_path):
+    """A rule's part of a reason is remembered per rule (issue 9), never past a change of where it is:
+    a rule the rule builder adds for the session, a sub-agent following its parent's files."""
+    yaml = "model: demo\npermissions:\n  rules:\n    - {allow: read, path: /**}\n"
+    (tmp_path / "workbench.yaml").write_text(yaml)
+    perms = PermissionsMiddleware(load_config(tmp_path).permissions.rules, project_config=tmp_path / "workbench.yaml")
+    assert perms.judge("read", "/project/a.md").reason == \
+        "read /project/a.md matches 'allow read /**' (workbench.yaml line 4)"
+    assert perms.judge("read", "/project/b.md").reason == \
+        "read /project/b.md matches 'allow read /**' (workbench.yaml line 4)"
+    ask = PermissionRule(effect="ask", action="read", pattern="/project/**", line=9)
+    perms.session_added.append(ask)
+    assert perms.judge("read", "/project/a.md").reason == \
+        "read /project/a.md matches 'ask read /project/**' (a rule for this session)"
+    perms.session_added.remove(ask)
+    perms.rules.append(ask)  # the same rule object, in the file's rules since
+    assert perms.judge("read", "/project/a.md").reason == \
+        "read /project/a.md matches 'ask read /project/**' (workbench.yaml line 9)"
+
+    other = tmp_path / "other"
+    other.mkdir()
+    (other / "workbench.yaml").write_text(yaml)
+    parent_rules = load_config(other).permissions.rules
+    parent = PermissionsMiddleware(parent_rules, project_config=other / "renamed.yaml")
+    child = PermissionsMiddleware(parent_rules)  # the same rule objects, no file of its own
+    assert child.judge("read", "/x").reason == "read /x matches 'allow read /**' (workbench.yaml line 4)"
+    child.follow(parent)
+    assert child.judge("read", "/x").reason == "read /x matches 'allow read /**' (renamed.yaml line 4)"

@@ -162,7 +162,7 @@ class CompositeBackend(FileBackend):
             for info in infos:
                 p = self._outer(point, info.path)
                 if self._mount_of(p) == point:  # else a deeper mount shadows it
-                    entries[p] = dataclasses.replace(info, path=p)
+                    entries[p] = FileInfo(p, info.is_dir, info.size, info.modified)  # not replace(): 4x the cost
         for mount in below:
             child = join(v, relative(mount, v).split("/", 1)[0])
             if child not in entries or not entries[child].is_dir:

@@ -492,7 +492,8 @@ def _scope_usage(ctx: HookContext, scope: str) -> Usage:
     usage: Usage = ctx.usage["run" if scope == "run" else "thread"]
     extra = ctx.get(EXTRA) or {}
     if scope == "run":
-        return usage + Usage.from_dict(extra.get(ctx.run_id))
+        spent_elsewhere = extra.get(ctx.run_id)
+        return usage + Usage.from_dict(spent_elsewhere) if spent_elsewhere else usage
     for value in extra.values():
         usage = usage + Usage.from_dict(value)
     return usage

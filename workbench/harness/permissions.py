@@ -269,6 +269,8 @@ def state_session_rules(stored: Any) -> list[PermissionRule]:
     were checked against (the seal's secret lives there), instead of one HMAC per rule each time.
     """
     global _last_read
+    if not stored:  # none saved (the usual state): nothing to check a seal of
+        return []
     frozen = isinstance(stored, FrozenList)
     if frozen and _last_read is not None and _last_read[0] is stored:
         folder = key_folder()
@@ -352,6 +354,7 @@ class PermissionsMiddleware(AgentMiddleware):
         # workspace's session): allow ones rank with the "always" session rules, deny and ask ones
         # with the configured rules.
         self.session_added: list[PermissionRule] = []
+        self._rule_texts: dict[int, tuple[PermissionRule, tuple[int, int, int], str, str]] = {}  # see _matched
 
     def follow(self, parent: PermissionsMiddleware) -> None:
         """Judge by ``parent``'s rules from now on, live: a sub-agent's permissions (D, P1, Q3).
@@ -370,6 +373,7 @@ class PermissionsMiddleware(AgentMiddleware):
         self.default = parent.default
         self.project_config = parent.project_config
         self.user_config = parent.user_config
+        self._rule_texts = {}
 
     @classmethod
     def from_config(cls, config: Any, *, project_config: Path | None = None,
@@ -379,6 +383,18 @@ class PermissionsMiddleware(AgentMiddleware):
         return cls(perms.rules, perms.default, project_config=project_config, user_config=user_config)
 
     # ------------------------------------------------------------------------------------ judging
+
+    def _matched(self, label: str, rule: PermissionRule) -> tuple[str, str]:
+        """A verdict's reason and rule text for ``rule`` matching ``label``. The rule's part is made once
+        per rule object (every read the default ``allow read /**`` answers asks for it; issue 9)."""
+        lists = (len(self.rules), len(self.user_rules), len(self.session_added))  # where a rule is may change
+        known = self._rule_texts.get(id(rule))
+        if known is None or known[0] is not rule or known[1] != lists:
+            known = (rule, lists, f"'{rule}'{self._where(rule)}", str(rule))
+            if len(self._rule_texts) > 512:
+                self._rule_texts.clear()
+            self._rule_texts[id(rule)] = known
+        return f"{label} matches {known[2]}", known[3]
 
     def _where(self, rule: PermissionRule) -> str:
         if any(rule is r for r in self.session_added):
@@ -408,7 +424,7 @@ class PermissionsMiddleware(AgentMiddleware):
         matching = [r for r in (*self.rules, *self.user_rules, *added) if self._matches(r, action, target)]
         for r in matching:
             if r.effect == "deny":
-                return Verdict(action, target, "deny", f"{label} matches '{r}'{self._where(r)}", str(r))
+                return Verdict(action, target, "deny", *self._matched(label, r))
         if isinstance(target, UnjudgedPart):  # E2: asks, whatever allows it; only a deny beats that
             for r in (*self.rules, *self.user_rules, *added):  # a deny on a command inside it, read roughly
                 hit = next((seg for seg in target.segments if r.effect == "deny" and self._matches(r, action, seg)),
@@ -423,7 +439,7 @@ class PermissionsMiddleware(AgentMiddleware):
         for effect in ("ask", "allow"):
             for r in matching:
                 if r.effect == effect:
-                    return Verdict(action, target, effect, f"{label} matches '{r}'{self._where(r)}", str(r))
+                    return Verdict(action, target, effect, *self._matched(label, r))
         if action == "invoke" and tool is not None and (
                 has_paths or (not tool.changes_outside and (self.default == "ask" or not server_labelled(tool)))):
             why = "its paths decide" if has_paths else "read-only tool"
