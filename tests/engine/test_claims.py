@@ -401,6 +401,29 @@ async def test_R9_a_messages_only_read_is_committed_with_its_step_and_a_crash_be
     assert msgs[-1].content == "done"
 
 
+async def test_R9_a_servers_read_only_label_is_not_enough_to_skip_the_commit(tmp_path):
+    """X2: a tool server may label a tool read-only and lie: its call is committed before it runs, as a
+    call that changes things outside is (R9), never left to the step's end."""
+    phases: list[str | None] = []
+
+    async def look(args, ctx):
+        phases.append("ran")
+        return "seen"
+
+    tool = Tool("mcp__srv__look", "", schema({}), look, changes_outside=False)
+    assert tool.server_labelled and not tool.only_reads
+    engine = make(tmp_path, ScriptedModel([tool_reply(("mcp__srv__look", {})), reply("done")]), tools=(tool,))
+    save = engine.store.save_checkpoint
+
+    def spy(thread_id, run_id, step, status, state, pending, *a, **k):
+        phases.append(pending.get("phase"))
+        return save(thread_id, run_id, step, status, state, pending, *a, **k)
+
+    engine.store.save_checkpoint = spy
+    assert (await engine.run("t", "go")).status == "done"
+    assert phases[:4] == [None, "tools", "ran", None]
+
+
 async def test_R9_a_read_that_runs_long_is_committed_before_it_ends(tmp_path):
     """Issue 9: the message of a read still running after LAZY_COMMIT_SECONDS is committed then: a crash
     after that point does not ask the model again, and the step's call stays counted (R5)."""
