@@ -142,3 +142,22 @@ def test_the_listing_is_the_same_inline_or_in_a_worker(names: int, outside: int,
         assert _paths(listed) == _paths(whole)
         assert len(listed) == names + dirs
         assert noted == noted_worker and len(noted) == outside
+
+
+def test_P6_a_guard_asks_its_rules_once_per_path_and_answers_alike_past_its_memory(monkeypatch) -> None:
+    """The backend and the tool both ask about a listing's entries (issue 9): the rules are asked once
+    per path; every answer, and what is counted as left out, is what asking again would give."""
+    asked: list[str] = []
+
+    def hidden_by(path: str) -> str | None:
+        asked.append(path)
+        return "deny read /secret*" if path.startswith("/secret") else None
+
+    guard = guard_mod.PathGuard(lambda action, path: None, hidden_by)
+    monkeypatch.setattr(guard_mod, "MAX_ANSWERS", 3)
+    paths = ["/a", "/secret1", "/a", "/secret1", "/b", "/c", "/secret2", "/secret2", "/d", "/d"]
+    with guard_mod.guarding(guard):
+        answers = [guard_mod.hidden(p) for p in paths]
+    assert answers == [p.startswith("/secret") for p in paths]
+    assert asked == ["/a", "/secret1", "/b", "/c", "/secret2", "/secret2", "/d", "/d"]  # memory full after /b
+    assert guard.omitted == {"deny read /secret*": 4}

@@ -54,6 +54,9 @@ class PathGuard:
     refusal: Callable[[str, str], str | None]
     hidden_by: Callable[[str], str | None]
     omitted: Counter[str] = field(default_factory=Counter)
+    #: ``hidden_by``'s answers so far: a listing's entries are asked about by the backend and again by
+    #: the tool (issue 9); a guard lives for one call, and the answer depends on the path alone.
+    answers: dict[str, str | None] = field(default_factory=dict, repr=False, compare=False)
 
 
 @dataclass(frozen=True)
@@ -110,12 +113,22 @@ def check(action: str, path: str) -> None:
         raise BackendRefusal(path, why)
 
 
+_UNASKED: Any = object()
+MAX_ANSWERS = 1024
+
+
 def hidden(path: str) -> bool:
     """True (and counted) when a search must leave ``path`` out (P6)."""
     b = _CURRENT.get()
     if b is None:
         return False
-    rule = b.guard.hidden_by(b.full(path))
+    full = b.full(path)
+    answers = b.guard.answers
+    rule = answers.get(full, _UNASKED)
+    if rule is _UNASKED:
+        rule = b.guard.hidden_by(full)
+        if len(answers) < MAX_ANSWERS:  # a walk over a large tree asks once per file: no use keeping those
+            answers[full] = rule
     if rule is None:
         return False
     b.guard.omitted[rule] += 1

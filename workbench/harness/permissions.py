@@ -420,20 +420,23 @@ class PermissionsMiddleware(AgentMiddleware):
         if action not in ("invoke", "execute"):
             target = _canonical(target)
         label = f"{action} {target}" if action != "execute" else f"the command `{target}`"
-        added = [r for r in self.session_added if r.effect != "allow"]
-        matching = [r for r in (*self.rules, *self.user_rules, *added) if self._matches(r, action, target)]
+        added = [r for r in self.session_added if r.effect != "allow"] if self.session_added else []
+        ranked = (*self.rules, *self.user_rules, *added) if self.user_rules or added else self.rules
+        matching = [r for r in ranked if self._matches(r, action, target)]
         for r in matching:
             if r.effect == "deny":
                 return Verdict(action, target, "deny", *self._matched(label, r))
         if isinstance(target, UnjudgedPart):  # E2: asks, whatever allows it; only a deny beats that
-            for r in (*self.rules, *self.user_rules, *added):  # a deny on a command inside it, read roughly
+            for r in ranked:  # a deny on a command inside it, read roughly
                 hit = next((seg for seg in target.segments if r.effect == "deny" and self._matches(r, action, seg)),
                            None)
                 if hit is not None:
                     return Verdict(action, target, "deny", f"the command `{hit}` in {label} matches '{r}'"
                                                            f"{self._where(r)}", str(r))
             return Verdict(action, target, "ask", f"{label} cannot be judged before it runs: {target.why}", None)
-        for r in (*session, *(r for r in self.session_added if r.effect == "allow")):
+        session_allows = (*session, *(r for r in self.session_added if r.effect == "allow")) \
+            if session or self.session_added else ()
+        for r in session_allows:
             if r.effect == "allow" and self._matches(r, action, target):
                 return Verdict(action, target, "allow", f"{label}: allowed for this session ('{r}')", str(r))
         for effect in ("ask", "allow"):
