@@ -21,6 +21,7 @@ from workbench.engine.messages import Message
 from workbench.engine.middleware import AgentMiddleware, Block
 from workbench.engine.models.scripted import ScriptedModel, reply, tool_reply
 from workbench.engine.store import Store
+from workbench.engine.tool_calls import LAZY_COMMIT_SECONDS
 from workbench.engine.tools import Fatal, NeedsApproval, Tool, schema
 from workbench.engine.usage import Usage
 from workbench.errors import ModelError, RunError, WorkbenchError
@@ -291,6 +292,34 @@ async def test_R6_stop_during_a_tool_call_ends_aborted_with_a_valid_history(tmp_
     assert engine.store.thread("t").status == "aborted"
     nxt = await engine.run("t", "again")
     assert nxt.status == "done"
+    assert_valid_history(model.requests[-1].messages)
+
+
+@pytest.mark.parametrize("after", [0.0, LAZY_COMMIT_SECONDS * 3], ids=["before its message is stored",
+                                                                       "after its message is stored"])
+async def test_R6_stop_during_a_lone_read_ends_aborted_with_a_valid_history(tmp_path, after):
+    """Issue 9: a message whose one call only reads is stored when the step ends or once the call has
+    run LAZY_COMMIT_SECONDS; a stop on either side of that keeps the call, stopped, and a valid history."""
+    started = asyncio.Event()
+
+    async def slow_read(args, ctx):
+        started.set()
+        await asyncio.sleep(30)
+        return "late"
+
+    model = ScriptedModel([tool_reply(("look", {})), reply("next turn")])
+    engine = make(tmp_path, model, tools=(Tool("look", "", schema({}), slow_read, changes_outside=False),))
+    task = asyncio.ensure_future(engine.run("t", "go"))
+    await asyncio.wait_for(started.wait(), 5)
+    await asyncio.sleep(after)
+    assert engine.stop("t")
+    result = await asyncio.wait_for(task, 5)
+    assert result.status == "aborted"
+    messages = committed(engine)
+    assert_valid_history(messages)
+    assert [m.role for m in messages] == ["user", "assistant", "tool"]
+    assert messages[-1].meta["status"] == "stopped" and "stopped by the user" in messages[-1].content
+    assert (await engine.run("t", "again")).status == "done"
     assert_valid_history(model.requests[-1].messages)
 
 

@@ -98,6 +98,13 @@ _UNKNOWN = ("Not finished: the process running this call stopped before it retur
             "taken effect. Check before trying it again.")
 
 
+def _settled(task: asyncio.Future[Any]) -> Any:
+    """What ``gather(..., return_exceptions=True)`` gives for a task that is done."""
+    if task.cancelled():
+        return asyncio.CancelledError()
+    return task.exception() or task.result()
+
+
 class ToolCalls:
     """The engine's tool-call half: run, approve, journal, replay, settle."""
 
@@ -181,7 +188,10 @@ class ToolCalls:
                     raise
         try:
             # Wait for every call, even when one fails: none may keep running after the run ended.
-            results = await asyncio.gather(*tasks, return_exceptions=True)
+            if all(task.done() for task in tasks):  # waited for above: gather would only cost a loop turn
+                results = [_settled(task) for task in tasks]
+            else:
+                results = await asyncio.gather(*tasks, return_exceptions=True)
         finally:
             rt.tool_tasks = []
         if fatal:
