@@ -226,6 +226,80 @@ async def test_R7_a_stopped_process_is_not_taken_over_and_a_killed_one_is_at_onc
             proc.wait(10)
 
 
+READ_THEN_HANG = """
+import asyncio, sys
+from workbench.engine.agent import Agent, Engine
+from workbench.engine.models.scripted import ScriptedModel, tool_reply
+from workbench.engine.store import Store
+from workbench.engine.tools import Tool, schema
+from workbench.engine import tool_calls
+from workbench.engine.usage import Usage
+
+tool_calls.LAZY_COMMIT_SECONDS = float(sys.argv[2])  # the grace, set by the test: no race with its kill
+
+async def look(args, ctx):
+    print("reading", flush=True)
+    await asyncio.Event().wait()  # a read that never ends: the process is killed in it
+
+model = ScriptedModel([tool_reply(("look", {}), usage=Usage(100, 10, calls=1))])
+tool = Tool("look", "", schema({}), look, changes_outside=False)
+engine = Engine(Agent(model, tools=[tool], instructions="B"), Store.for_workspace(sys.argv[1]))
+asyncio.run(engine.run("t", "go"))
+"""
+
+
+def _phase(store: Store) -> str | None:
+    cp = store.latest_checkpoint("t", messages=False)
+    return cp.pending.get("phase") if cp is not None else None
+
+
+@pytest.mark.parametrize("wait", [False, True], ids=["killed before its message is stored",
+                                                      "killed once its message was stored"])
+async def test_R1_R9_kill_9_during_a_lone_read(tmp_path, wait):
+    """Issue 9, with a real process: a message whose one call only reads is stored LAZY_COMMIT_SECONDS
+    into the call. Killed before that, the step is lost whole (R1) and recovery asks the model again;
+    killed after, recovery runs the read again and the model is not asked for that step (R9)."""
+    env = dict(os.environ, PYTHONPATH=os.getcwd() + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    grace = "0.01" if wait else "600"
+    proc = subprocess.Popen([sys.executable, "-c", READ_THEN_HANG, str(tmp_path), grace], stdout=subprocess.PIPE,
+                            text=True, env=env)
+    try:
+        assert proc.stdout is not None and proc.stdout.readline().strip() == "reading"
+        if wait:
+            watch = Store.for_workspace(tmp_path)
+            await until(lambda: _phase(watch) == "tools", what="the message stored")
+            watch.close()
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(10)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(10)
+    store = Store.for_workspace(tmp_path)
+    assert store.thread("t").status == "failed"
+    stored = store.latest_checkpoint("t")
+    reads: list[str] = []
+
+    async def look(args, ctx):
+        reads.append("again")
+        return "seen"
+
+    model = ScriptedModel([reply("done", usage=Usage(1, 1, calls=1))])
+    again = make(tmp_path, model, tools=(Tool("look", "", schema({}), look, changes_outside=False),), store=store)
+    result = await again.recover("t")
+    assert result.status == "done"
+    roles = [m.role for m in model.requests[0].messages]
+    if wait:
+        assert stored.pending.get("phase") == "tools"
+        assert reads == ["again"] and roles == ["user", "assistant", "tool"]
+        assert store.thread_usage("t").input_tokens == 101  # the killed step's call stays counted (R5)
+    else:
+        assert [m["role"] for m in stored.state["messages"]] == ["user"]
+        assert reads == [] and roles == ["user"]  # the step was lost whole: the model is asked again
+        # ... with its call, as a call killed mid-stream is: 50 ms of a read is part of the step in flight
+        assert store.thread_usage("t").input_tokens == 1
+
+
 def test_R7_events_and_messages_are_never_overwritten(tmp_path):
     store = Store.for_workspace(tmp_path)
     store.append_events([Event("run_started", "t", "r1", 0, {"input_chars": 1}, 1.0, 1)])
