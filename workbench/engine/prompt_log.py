@@ -66,7 +66,7 @@ class PromptLog:
         self._pending: list[tuple[Any, ...]] = []
         self._seq: dict[str, int] = {}
         self._flushed = time.monotonic()
-        self._tools: tuple[Any, str, list[str]] | None = None
+        self._tools: tuple[Any, str, list[str], str] | None = None  # key, JSON, names, hash of the tools
 
     def record(self, thread_id: str, run_id: str, step: int, parts: Sequence[PromptPart], request: ModelRequest,
                stored_count: int, records_count: int, model: str, usage: Usage | None, status: str, *,
@@ -90,9 +90,11 @@ class PromptLog:
         cached = self._tools if self._tools is not None and self._tools[0] == key else None
         if cached is None:
             tools_json = json.dumps([t.to_openai() for t in request.tools], sort_keys=True)
-            cached = self._tools = (key, tools_json, [t.name for t in request.tools])
+            cached = self._tools = (key, tools_json, [t.name for t in request.tools], text_hash(tools_json))
+        if cached[3] not in self._known:
+            texts[cached[3]] = clean_text(cached[1])
         record = {"system": system, "stored": stored_count, "records": records_count, "injected": injected,
-                  "tools": ref(cached[1]), "tool_names": cached[2], "model": model,
+                  "tools": cached[3], "tool_names": cached[2], "model": model,
                   "messages": len(request.messages), "status": status,
                   "usage": usage.to_dict() if usage is not None else None}
         if tool_cap is not None:

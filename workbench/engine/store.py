@@ -310,7 +310,7 @@ class Store(PagedReads, FileGuard, ClaimRows):
             db.execute(
                 "INSERT INTO checkpoints(thread_id, seq, run_id, step, status, state, pending, created)"
                 " VALUES (?,?,?,?,?,?,?,?)",
-                (thread_id, seq, run_id, step, status, state_json, json.dumps(pending), now),
+                (thread_id, seq, run_id, step, status, state_json, json.dumps(pending) if pending else "{}", now),
             )
             if calls:
                 total = self._add_usage_rows(db, thread_id, run_id, step, calls, now)
@@ -436,7 +436,7 @@ class Store(PagedReads, FileGuard, ClaimRows):
         """Insert the calls' usage rows (R5); the thread's total with them added, for its row."""
         db.executemany("INSERT INTO usage(thread_id, run_id, step, model, usage, time) VALUES (?,?,?,?,?,?)",
                        [(thread_id, run_id, step, model, json.dumps(u.to_dict()), now) for model, u in calls])
-        added = sum((u for _, u in calls), Usage())
+        added = calls[0][1] if len(calls) == 1 else sum((u for _, u in calls), Usage())
         cur = db.execute("SELECT usage FROM threads WHERE id=?", (thread_id,)).fetchone()
         return Usage.from_dict(json.loads(cur[0])) + added if cur else added
 
@@ -516,6 +516,8 @@ class Store(PagedReads, FileGuard, ClaimRows):
     # -- state values, once per change (F3) ----------------------------------------------------------
     @staticmethod
     def _insert_values(db: sqlite3.Connection, thread_id: str, values: Mapping[str, tuple[str, str]]) -> None:
+        if not values:  # the usual step: no state key changed
+            return
         db.executemany(
             "INSERT OR IGNORE INTO state_values(thread_id, hash, value) VALUES (?,?,?)",
             [(thread_id, h, _pack(text)) for h, text in values.values()],

@@ -410,7 +410,8 @@ class CompressionMiddleware(AgentMiddleware):
         records = self.records_store.records(ctx.thread_id)
         view = compressed_view(messages, records, self.config.max_tool_response_chars,
                                checked=self._within_cap(ctx.thread_id, messages))
-        fixed = estimate([Message.system(request.system)]) + _schema_tokens(request)
+        system_tokens, schema_tokens = estimate([Message.system(request.system)]), _schema_tokens(request)
+        fixed = system_tokens + schema_tokens
         size = self._size(ctx.thread_id, view, fixed)
         forced = ctx.thread_id in self._forced
         over = size > self.trigger or (self.config.max_messages and len(view) > self.config.max_messages)
@@ -436,7 +437,8 @@ class CompressionMiddleware(AgentMiddleware):
                                                           "compression_cap": self.config.max_tool_response_chars}))
         if response.usage.input_tokens:
             self._last[ctx.thread_id] = (response.usage.input_tokens, len(view))
-        ctx.emit("context_measured", **self._measure(ctx.thread_id, len(records), request, view, size))
+        ctx.emit("context_measured", **self._measure(ctx.thread_id, len(records), view, size,
+                                                     system_tokens, schema_tokens))
         return response
 
     def _warn(self, ctx: HookContext, size: int, *, now: bool) -> None:
@@ -447,8 +449,8 @@ class CompressionMiddleware(AgentMiddleware):
                       "results are shortened and older messages summarised (nothing is deleted from the thread). "
                       "Compact now to do it at once, or raise compression.max_input_tokens.")
 
-    def _measure(self, thread_id: str, n_records: int, request: ModelRequest, view: Sequence[Message],
-                 size: int) -> dict[str, Any]:
+    def _measure(self, thread_id: str, n_records: int, view: Sequence[Message], size: int, system_tokens: int,
+                 schema_tokens: int) -> dict[str, Any]:
         """``measure`` kept up incrementally: the view only grows between compressions, so only its new
         messages are counted (the history may be 10,000 messages long: this runs every step)."""
         cached = self._sums.get(thread_id)
@@ -463,8 +465,8 @@ class CompressionMiddleware(AgentMiddleware):
                 msgs += n
         self._sums[thread_id] = (n_records, len(view), msgs, tools)
         return {"tokens": size, "trigger": self.trigger, "window": self._window, "messages": len(view),
-                "parts": {"system_prompt": estimate((Message.system(request.system),)), "messages": msgs,
-                          "tool_results": tools, "tool_schemas": _schema_tokens(request)}}
+                "parts": {"system_prompt": system_tokens, "messages": msgs, "tool_results": tools,
+                          "tool_schemas": schema_tokens}}
 
     def _within_cap(self, thread_id: str, messages: list[Message]) -> int:
         """How many leading ``messages`` are known to be within the tool-response cap (C3). Remembered
