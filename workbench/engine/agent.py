@@ -13,8 +13,8 @@ heartbeat in claims.py.
 from __future__ import annotations
 
 import asyncio
-import functools
 import contextlib
+import functools
 import json
 import logging
 import time
@@ -395,9 +395,10 @@ class Engine(Recovery, ModelCalls, ToolCalls):
                 return await self._complete(rt, message.content)
             # R9: the message and its calls are committed before any of them runs: after a crash from
             # here on, recovery replays the finished calls from the journal, never asks the model again.
-            # A message whose one call only reads (issue 9: the usual step) is committed only if the call
-            # is still running after LAZY_COMMIT_SECONDS: a crash before then is a crash in the model call
-            # (R1: the step in flight is lost), a crash after it loses nothing more than today.
+            # A message whose one call changes nothing outside the run (issue 9: the usual step, an ls or a
+            # read) is committed at the step's end, or once the call has run LAZY_COMMIT_SECONDS: a crash
+            # before then loses the step in flight, as one in the model's stream does (R1), and the model
+            # is asked again; a crash after it loses nothing more than for any other call.
             commit = functools.partial(self._checkpoint, rt, "running", {"phase": "tools"})
             if len(message.tool_calls) == 1 and self._only_reads(message.tool_calls):
                 done = await self._run_tools(rt, message.tool_calls, {}, {}, late_commit=commit)
