@@ -498,6 +498,33 @@ async def test_R9_a_servers_read_only_label_is_not_enough_to_skip_the_commit(tmp
     assert phases[:4] == [None, "tools", "ran", None]
 
 
+async def test_R9_a_servers_read_only_call_cut_off_by_a_crash_is_not_run_again(tmp_path):
+    """X2, R9: a tool server's "read-only" is its word, not ours: a lone call to such a tool is journaled
+    as it starts, and one a crash cut off is reported as maybe done, never run a second time."""
+    ran: list[str] = []
+
+    def server_tool(crash: bool) -> Tool:
+        async def look(args, ctx):
+            ran.append("look")
+            if crash:
+                raise Crash()
+            return "seen"
+
+        return Tool("mcp__srv__look", "", schema({}), look, changes_outside=False)
+
+    engine = make(tmp_path, ScriptedModel([tool_reply(("mcp__srv__look", {}))]), tools=(server_tool(True),))
+    with pytest.raises(Crash):
+        await engine.run("t", "go")
+    store = Store.for_workspace(tmp_path)
+    if store.holder("t"):
+        mark_claim_dead(store, "t")
+    model = ScriptedModel([reply("done")])
+    again = make(tmp_path, model, tools=(server_tool(False),), store=store)
+    assert (await again.recover("t")).status == "done"
+    assert ran == ["look"]  # not run again
+    assert "may or may not have taken effect" in model.requests[0].messages[-1].content
+
+
 async def test_R9_a_read_that_runs_long_is_committed_before_it_ends(tmp_path):
     """Issue 9: the message of a read still running after LAZY_COMMIT_SECONDS is committed then: a crash
     after that point does not ask the model again, and the step's call stays counted (R5)."""

@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import os
 import tempfile
+import threading
 from pathlib import Path
 
 import pytest
@@ -86,6 +87,41 @@ async def test_S6_links_out_of_the_root_are_named_once_when_the_listing_moves_pa
     assert workers == ["_do_list"]
     assert noted == [LinkOutside(f"a{i:03d}-away", True) for i in range(3)]
     assert len(listed) == _InlineBudget.ENTRIES // 2  # the links out are left out
+
+
+@pytest.mark.parametrize("where", ["an entry", "the folder named", "a folder on the way"])
+async def test_no_symlink_is_resolved_on_the_loop(tmp_path: Path, workers: list[str], monkeypatch, where) -> None:
+    """A chain of links through a deep folder takes seconds to resolve, and a workspace can hold one
+    (review of issue 9): a listing that meets a symlink anywhere on its way moves to a worker before
+    any realpath of it runs on the loop."""
+    real = tmp_path / "real"
+    (real / "deeper").mkdir(parents=True)
+    (real / "f.txt").write_text("x")
+    if where == "an entry":
+        os.symlink(real / "f.txt", real / "link.txt")
+        named = "/real"
+    elif where == "the folder named":
+        os.symlink(real, tmp_path / "alias")
+        named = "/alias"
+    else:
+        os.symlink(real, tmp_path / "alias")
+        named = "/alias/deeper"
+    loop_thread = threading.get_ident()
+    resolved_on_loop: list[str] = []
+    realpath = os.path.realpath
+
+    def spy(path, *args, **kwargs):
+        parts = Path(path).parts
+        if threading.get_ident() == loop_thread and ("link.txt" in parts or "alias" in parts):
+            resolved_on_loop.append(str(path))
+        return realpath(path, *args, **kwargs)
+
+    monkeypatch.setattr(os.path, "realpath", spy)
+    host = HostBackend(tmp_path)
+    listed = [i.path for i in await host.list(named)]
+    assert workers == ["_do_list"] and resolved_on_loop == []
+    assert listed == {"an entry": ["/real/deeper", "/real/f.txt", "/real/link.txt"],
+                      "the folder named": ["/alias/deeper", "/alias/f.txt"], "a folder on the way": []}[where]
 
 
 async def test_errors_are_the_same_on_the_loop(tmp_path: Path, workers: list[str]) -> None:

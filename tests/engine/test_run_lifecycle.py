@@ -323,6 +323,57 @@ async def test_R6_stop_during_a_lone_read_ends_aborted_with_a_valid_history(tmp_
     assert_valid_history(model.requests[-1].messages)
 
 
+@pytest.mark.parametrize("after", [0.0, LAZY_COMMIT_SECONDS * 3], ids=["before its message is stored",
+                                                                       "after its message is stored"])
+async def test_R6_a_run_cancelled_during_a_lone_read_cancels_the_read_before_it_ends(tmp_path, after):
+    """A library caller's timeout, a second Ctrl-C: the run task is cancelled, not stopped. Its call is
+    cancelled with it on either side of the lazy commit; none keeps running after the run ended."""
+    started = asyncio.Event()
+    fate: list[str] = []
+
+    async def slow_read(args, ctx):
+        started.set()
+        try:
+            await asyncio.sleep(30)
+        except asyncio.CancelledError:
+            fate.append("cancelled")
+            raise
+        fate.append("finished")
+        return "late"
+
+    engine = make(tmp_path, ScriptedModel([tool_reply(("look", {})), reply("x")]),
+                  tools=(Tool("look", "", schema({}), slow_read, changes_outside=False),))
+    task = asyncio.ensure_future(engine.run("t", "go"))
+    await asyncio.wait_for(started.wait(), 5)
+    await asyncio.sleep(after)
+    task.cancel()
+    try:
+        result = await asyncio.wait_for(task, 5)
+    except asyncio.CancelledError:
+        result = None
+    assert fate == ["cancelled"]  # by the time the run is over, not later
+    assert result is None or result.status in ("aborted", "failed")
+    assert_valid_history(committed(engine))
+
+
+async def test_R6_a_lone_read_that_fails_the_run_keeps_its_call_in_the_history(tmp_path):
+    """A lone read that fails the run at once (a hook's Fatal) is stored with its error, as a call of a
+    message of two is: the failed run's transcript shows the call that failed it."""
+    async def look(args, ctx):
+        raise Fatal("the disk is gone")
+
+    model = ScriptedModel([tool_reply(("look", {})), reply("after")])
+    engine = make(tmp_path, model, tools=(Tool("look", "", schema({}), look, changes_outside=False),))
+    result = await engine.run("t", "go")
+    assert result.status == "failed" and "the disk is gone" in (result.error or "")
+    messages = committed(engine)
+    assert_valid_history(messages)
+    assert [m.role for m in messages] == ["user", "assistant", "tool"]
+    assert messages[-1].meta["status"] == "error"
+    assert (await engine.recover("t")).status == "done"
+    assert [m.role for m in model.requests[-1].messages] == ["user", "assistant", "tool"]
+
+
 async def test_R6_stop_while_another_call_asks_ends_aborted_not_interrupted(tmp_path):
     started = asyncio.Event()
     model = ScriptedModel([tool_reply(("slow", {}), ("echo", {"x": "ask"})), reply("next turn")])

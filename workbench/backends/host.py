@@ -106,8 +106,8 @@ def noting_links_outside() -> Iterator[list[LinkOutside]]:
 
 class _InlineBudget:
     """How much of a listing may run on the event loop before it moves to a worker thread (issue 9):
-    ``ENTRIES`` names read plus as many looked at, or ``SECONDS``, whichever comes first. A slow disk
-    blocks the loop at most that long plus one system call, the cost ``target``'s realpath has anyway."""
+    ``ENTRIES`` names read plus as many looked at, or ``SECONDS``, whichever comes first; no symlink is
+    resolved there (``_do_list``). A slow disk blocks the loop at most that long plus one system call."""
 
     ENTRIES = 128
     SECONDS = 0.002
@@ -511,7 +511,10 @@ class HostBackend(FileBackend):
 
     def _do_list(self, path: str, budget: _InlineBudget | None = None) -> list[FileInfo]:
         """The listing; with ``budget`` (on the loop) it gives up, raising ``_InlineBudget.Spent``, once
-        the folder proves large or slow, having told nobody anything yet."""
+        the folder proves large or slow, or a symlink is met (resolving one can take seconds: a chain of
+        links through a deep folder, which a workspace can hold), having told nobody anything yet."""
+        if budget is not None:
+            self._no_link_on_the_way(path)
         v, real = self._resolve(path)
         st = self._stat(v, real)
         if not stat_mod.S_ISDIR(st.st_mode):
@@ -523,6 +526,8 @@ class HostBackend(FileBackend):
                 else:
                     entries = []
                     for entry in it:
+                        if entry.is_symlink():  # the file type the listing gave: no system call
+                            raise _InlineBudget.Spent()
                         entries.append(entry)
                         budget.spend()
                     entries.sort(key=lambda e: e.name)
@@ -544,6 +549,19 @@ class HostBackend(FileBackend):
         if noted is not None:
             noted.extend(outside)
         return out
+
+    def _no_link_on_the_way(self, path: str) -> None:
+        """``_InlineBudget.Spent`` if a folder on the way from the root to ``path`` is a symlink: the
+        realpath that follows would resolve it on the loop (one ``lstat`` a folder, as realpath's own)."""
+        rel = normalize(path).lstrip("/")
+        here = self._root
+        for part in rel.split("/") if rel else ():
+            here = os.path.join(here, part)
+            try:
+                if stat_mod.S_ISLNK(os.lstat(here).st_mode):
+                    raise _InlineBudget.Spent()
+            except OSError:
+                return  # missing or unreadable: ``_resolve`` says so, following no link
 
     def _do_glob(self, pattern: str, path: str) -> list[str]:
         base, rel = split_glob(pattern, path)

@@ -149,10 +149,10 @@ class ToolCalls:
                 # R4: when an earlier call on this lock waits for the user, this one may still ask (the
                 # questions of a message come together) but may not run before it: it runs on resume.
                 completed[call.id] = await self._one_tool(rt, call, tool, resumed.get(call.id), name in held)
-                if len(calls) > 1 or tool is None or tool.changes_outside:
-                    # R9: stored the moment it finished. A message's only call that just reads is not: the
-                    # step's checkpoint follows at once, and after a crash before it, reading again is
-                    # harmless (issue 9: one SQLite transaction a step fewer).
+                if len(calls) > 1 or tool is None or not tool.only_reads:
+                    # R9: stored the moment it finished. A message's only call to a tool the workbench
+                    # knows changes nothing outside is not: the step's checkpoint follows at once, and
+                    # after a crash before it, running it again is harmless (issue 9).
                     self._journal(rt, call, completed[call.id])
             except _Held:
                 pass  # neither a result nor a question until the earlier call is answered
@@ -176,16 +176,17 @@ class ToolCalls:
         tasks = [asyncio.ensure_future(one(c)) for c in todo]
         rt.tool_tasks = tasks
         if late_commit is not None:
-            finished, _ = await asyncio.wait(tasks, timeout=LAZY_COMMIT_SECONDS)
-            if not finished:
-                try:
+            try:
+                finished, _ = await asyncio.wait(tasks, timeout=LAZY_COMMIT_SECONDS)
+                if not finished:
                     late_commit()
-                except BaseException:  # the run ends here: its call may not keep running
-                    for task in tasks:
-                        task.cancel()
-                    await asyncio.gather(*tasks, return_exceptions=True)
-                    rt.tool_tasks = []
-                    raise
+                    late_commit = None
+            except BaseException:  # the run ends here (cancelled, or the commit failed): its call may not
+                for task in tasks:  # keep running (asyncio.wait, unlike gather, leaves it to us)
+                    task.cancel()
+                await asyncio.gather(*tasks, return_exceptions=True)
+                rt.tool_tasks = []
+                raise
         try:
             # Wait for every call, even when one fails: none may keep running after the run ended.
             if all(task.done() for task in tasks):  # waited for above: gather would only cost a loop turn
@@ -194,11 +195,14 @@ class ToolCalls:
                 results = await asyncio.gather(*tasks, return_exceptions=True)
         finally:
             rt.tool_tasks = []
-        if fatal:
-            raise fatal[0]
-        for r in results:
-            if isinstance(r, BaseException) and not isinstance(r, asyncio.CancelledError):
-                raise r
+        failure = fatal[0] if fatal else next(
+            (r for r in results if isinstance(r, BaseException) and not isinstance(r, asyncio.CancelledError)), None)
+        if failure is not None:
+            if late_commit is not None and isinstance(failure, Exception):
+                # The run fails on this call: its message is committed first, so the failed run's history
+                # shows the call and its error, as for any other message (a kill -9 commits nothing).
+                late_commit()
+            raise failure
         if rt.stop_requested:  # stopped while the calls ran: no question is asked any more
             return await self._finish(rt, "aborted", error="stopped by the user")
         if any(isinstance(r, asyncio.CancelledError) for r in results):
@@ -302,7 +306,8 @@ class ToolCalls:
             if held:
                 raise _Held()
             rt = CURRENT_RUN.get()
-            if tool.changes_outside and rt is not None:  # R9: never run twice after a crash (see _recover_tools)
+            # R9: never run twice after a crash (see _recover_tools); a server's "read-only" is not our word
+            if not tool.only_reads and rt is not None:
                 self.store.journal_start(rt.thread_id, rt.run_id, rt.step, call.id,
                                          claim=rt.claim.token if rt.claim else None)
             try:
