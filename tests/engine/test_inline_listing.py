@@ -197,3 +197,17 @@ def test_P6_a_guard_asks_its_rules_once_per_path_and_answers_alike_past_its_memo
     assert answers == [p.startswith("/secret") for p in paths]
     assert asked == ["/a", "/secret1", "/b", "/c", "/secret2", "/secret2", "/d", "/d"]  # memory full after /b
     assert guard.omitted == {"deny read /secret*": 4}
+
+
+async def test_P5_a_symlink_named_to_a_call_is_resolved_in_a_worker(tmp_path: Path, workers: list[str]) -> None:
+    """``target`` (run before every file call, P5) resolves a plain path on the loop and one with a
+    symlink on the way in a worker: the same answer, the loop never held by a chain of links."""
+    (tmp_path / "real").mkdir()
+    (tmp_path / "real" / "f.txt").write_text("x")
+    os.symlink(tmp_path / "real", tmp_path / "alias")
+    host = HostBackend(tmp_path)
+    assert await host.target("/real/f.txt") == "/real/f.txt"
+    assert workers == []
+    assert await host.target("/alias/f.txt") == "/real/f.txt"
+    assert workers == ["link_target"]
+    assert await host.target("/alias/f.txt") == host.link_target("/alias/f.txt")

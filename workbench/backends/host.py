@@ -651,7 +651,12 @@ class HostBackend(FileBackend):
 
     async def target(self, path: str) -> str:
         # Inline, not in a worker: a realpath is a few syscalls, cheaper than the thread hop, and it
-        # runs before every file tool call (the harness overhead budget is 2 ms a step).
+        # runs before every file tool call (the harness overhead budget is 2 ms a step). Not when a
+        # symlink is on the way: a chain of links through a deep folder takes seconds to resolve.
+        try:
+            self._no_link_on_the_way(path)
+        except _InlineBudget.Spent:
+            return await asyncio.to_thread(self.link_target, path)
         return self.link_target(path)
 
     def link_target(self, path: str) -> str:
