@@ -6,13 +6,14 @@ from __future__ import annotations
 
 import os
 import shlex
+import signal
 import shutil
 import subprocess
 from pathlib import Path
 from typing import Any
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from workbench.config import parse_config
@@ -333,6 +334,8 @@ def test_E2_property_allow_pytest_star_allows_a_line_only_when_every_part_is_pyt
 
 @settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(line=compound(st.one_of(_PYTEST, _OTHER)))
+@example(line=_HIDING["subscript"](_HIDING["subscript"](_HIDING["shell_herestring"]("git push", ""), ""), ""))
+# ^ found by the property: three hidings deep, the line was asked about, not denied
 def test_E2_property_a_denied_part_anywhere_denies_the_whole(tmp_path, line):
     judge = Judge(tmp_path, PYTEST_ONLY + "    - {deny: execute, command: 'git push *'}\n")
     assert (judge(line) == "deny") == ("git push" in line), (line, parts(line))
@@ -353,9 +356,24 @@ _MARKED = st.builds(lambda kind, n, quote: {
     st.sampled_from([lambda w: w, lambda w: f'"{w}"', lambda w: f"t'{w[1:]}'", lambda w: "\\" + w]))
 
 
+def run_bash(line: str, cwd: Path) -> None:
+    """Run a generated line under bash. ``FUNCNEST`` ends a function that calls itself for ever (the
+    generator makes ``f() { false & wait || f() { touch a0; }; f; }; f``); a line still running after
+    20 s is killed with everything it started, and what it made by then is checked all the same."""
+    proc = subprocess.Popen([BASH, "-c", line], cwd=cwd, env={"PATH": os.environ["PATH"], "FUNCNEST": "64"},
+                            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                            start_new_session=True)
+    try:
+        proc.wait(20)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+
+
 @pytest.mark.skipif(BASH is None, reason="needs bash to run the generated lines")
 @settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(line=compound(_MARKED))
+@example(line="f() { false & wait || f() { touch a0; }; f; }; f")  # found by the property: ran for ever
 def test_E2_property_against_real_bash_every_command_bash_runs_was_a_part_judged(tmp_path_factory, line):
     """The generated line runs under bash in an empty folder: every file it creates was named by a judged
     part (a command's words or a redirection), so no command hides from the rules; "allow" (touch a*,
@@ -366,7 +384,7 @@ def test_E2_property_against_real_bash_every_command_bash_runs_was_a_part_judged
             "    - {allow: execute, command: 'echo *'}\n    - {allow: execute, command: 'cat'}\n"
             "    - {allow: execute, command: 'wait'}\n    - {deny: execute, command: 'touch d*'}\n")
     verdict = Judge(work, yaml)(line)
-    subprocess.run([BASH, "-c", line], cwd=work, env={"PATH": os.environ["PATH"]}, capture_output=True, timeout=20)
+    run_bash(line, work)
     created = {p.name for p in work.iterdir()}
     parsed = parse(line)
     if all(p.judged for p in parsed.parts):

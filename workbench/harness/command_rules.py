@@ -201,7 +201,29 @@ def rough_segments(text: str, _depth: int = 0) -> tuple[str, ...]:
                 out.extend(shown_words(w) for w in readings)
                 for line in (s for r in readings for s in _rough_strings(r)) if _depth < 3 else ():
                     out.extend(rough_segments(line, _depth + 1))
+    if _depth == 0:
+        out.extend(_flat_segments(text))
     return tuple(dict.fromkeys(out))
+
+
+_FLAT_BREAKS = re.compile(r"\$\(\(|\$\(|\$\{|<\(|>\(|\)\)|<<<|<<-?|&>|[<>]&?|[;&|(){}`\n]")
+_FLAT_WORDS = 32  # a deny pattern longer than this many words is matched on the parsed reading only
+_FLAT_SEGMENTS = 5_000
+
+
+def _flat_segments(text: str) -> list[str]:
+    """The roughest reading, for quoting nested past what ``rough_segments`` peels (a subscript in a
+    subscript in a here-string): quotes and backslashes read as blanks, the text split at operators and
+    redirections, and every run of words in it that may be a command — each word onwards, at most
+    ``_FLAT_WORDS`` of them. It only lets a deny rule refuse a part already asked about."""
+    out: list[str] = []
+    for stretch in _FLAT_BREAKS.split(re.sub(r"[\"'\\]", " ", text)):
+        words = stretch.split()
+        for i in range(len(words)):
+            out.append(" ".join(words[i:i + _FLAT_WORDS]))
+            if len(out) >= _FLAT_SEGMENTS:
+                return out
+    return out
 
 
 def shown_words(words: tuple[str, ...] | list[str]) -> str:
