@@ -474,20 +474,22 @@ class HostBackend(FileBackend):
         finally:
             os.close(fd)
 
-    def _entry_info(self, v: str, entry: os.DirEntry[str], outside: list[LinkOutside]) -> FileInfo | None:
-        """Info on one listed entry; None for a symlink leading outside the root or nowhere (one
-        leading outside is put in ``outside``, for ``noting_links_outside``, unless it leads into a
-        protected folder)."""
+    def _entry_info(self, v: str, entry: os.DirEntry[str], outside: list[LinkOutside]) -> tuple[FileInfo | None, str]:
+        """Info on one listed entry and its real path; None for a symlink leading outside the root or
+        nowhere (one leading outside is put in ``outside``, for ``noting_links_outside``, unless it leads
+        into a protected folder). The listed folder is already resolved, so an entry that is no symlink
+        is its own real path: only a symlink needs ``realpath`` (seven lstat calls each)."""
+        real = entry.path
         try:
             if entry.is_symlink():
                 real = os.path.realpath(entry.path)
                 if not self._inside(real):
                     if _LINKS_OUTSIDE.get() is not None and not self._is_protected(real):
                         outside.append(LinkOutside(entry.name, os.path.isdir(real)))
-                    return None
-            return self._info(v, entry.stat())
+                    return None, real
+            return self._info(v, entry.stat()), real
         except OSError:
-            return None
+            return None, real
 
     # ------------------------------------------------------------------ blocking operations
 
@@ -537,10 +539,7 @@ class HostBackend(FileBackend):
         outside: list[LinkOutside] = []  # told to ``noting_links_outside`` once the listing is whole
         for entry in entries:
             name = join(v, entry.name)
-            info = self._entry_info(name, entry, outside)
-            # ``real`` is already resolved, so an entry that is no symlink is its own real path: only a
-            # symlink needs ``realpath`` (seven lstat calls each; issue 9: the ``ls`` of every step).
-            entry_real = os.path.realpath(entry.path) if entry.is_symlink() else entry.path
+            info, entry_real = self._entry_info(name, entry, outside)
             if info is not None and not self._hidden(name, entry_real):
                 out.append(info)
             if budget is not None:

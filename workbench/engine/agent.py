@@ -347,7 +347,7 @@ class Engine(Recovery, ModelCalls, ToolCalls):
         by_call = {q.call_id: q for q in questions if q.call_id}
         # R9: running again, committed before the calls run: a crash from here on recovers this step's
         # calls (the answered approvals are asked again), never the suspended checkpoint's questions.
-        usage = rt.run_usage + sum((u for _, u in rt.calls), Usage())
+        usage = rt.run_usage + Usage.total(u for _, u in rt.calls)
         self._checkpoint(rt, "running", {"phase": "tools", "completed": {c: {"status": o.status, "content": o.content}
                                                                          for c, o in completed.items()}},
                          RunRecord(rt.run_id, rt.thread_id, "running", rt.input, "", None, usage, rt.started, None))
@@ -470,7 +470,7 @@ class Engine(Recovery, ModelCalls, ToolCalls):
 
     async def _suspend(self, rt: _Runtime, pending: dict[str, Any]) -> RunResult:
         questions = [Question.from_dict(q) for q in pending["questions"]]
-        usage = rt.run_usage + sum((u for _, u in rt.calls), Usage())
+        usage = rt.run_usage + Usage.total(u for _, u in rt.calls)
         record = RunRecord(rt.run_id, rt.thread_id, "interrupted", rt.input, "", None, usage, rt.started, None)
         closing: list[tuple[str, dict[str, Any]]] = [
             ("interrupt_raised", {"id": q.id, "kind": q.kind, "call_id": q.call_id, "tool": q.payload.get("tool"),
@@ -518,7 +518,7 @@ class Engine(Recovery, ModelCalls, ToolCalls):
         else:
             self._settle_calls(rt, "stopped" if status == "aborted" else "error", ended)
             ending = status
-        usage = rt.run_usage + sum((u for _, u in rt.calls), Usage())
+        usage = rt.run_usage + Usage.total(u for _, u in rt.calls)
         record = RunRecord(rt.run_id, rt.thread_id, status, rt.input, answer, error, usage, rt.started, time.time())
         for mw in self.agent.middleware:  # before the closing transaction: events they emit close with it
             if overrides(mw, "on_run_end"):

@@ -91,10 +91,8 @@ class PromptLog:
         if cached is None:
             tools_json = json.dumps([t.to_openai() for t in request.tools], sort_keys=True)
             cached = self._tools = (key, tools_json, [t.name for t in request.tools], text_hash(tools_json))
-        if cached[3] not in self._known:
-            texts[cached[3]] = clean_text(cached[1])
         record = {"system": system, "stored": stored_count, "records": records_count, "injected": injected,
-                  "tools": cached[3], "tool_names": cached[2], "model": model,
+                  "tools": ref(cached[1], cached[3]), "tool_names": cached[2], "model": model,
                   "messages": len(request.messages), "status": status,
                   "usage": usage.to_dict() if usage is not None else None}
         if tool_cap is not None:
@@ -117,10 +115,11 @@ class PromptLog:
                   "status": status, "usage": usage.to_dict() if usage is not None else None}
         return self._add(thread_id, run_id, step, record, texts)
 
-    def _referrer(self, texts: dict[str, str]) -> Callable[[str], str]:
-        """A text's hash for a record, the text put in ``texts`` when this process has not stored it yet."""
-        def ref(text: str) -> str:
-            h = text_hash(text)
+    def _referrer(self, texts: dict[str, str]) -> Callable[..., str]:
+        """A text's hash for a record (``known``: already computed), the text put in ``texts`` when this
+        process has not stored it yet."""
+        def ref(text: str, known: str | None = None) -> str:
+            h = known or text_hash(text)
             if h not in self._known:
                 texts[h] = clean_text(text)  # R10: storable whatever a section or a notice holds
             return h

@@ -76,7 +76,7 @@ class _Runtime:
     def usage_view(self) -> dict[str, Usage]:
         if not self.calls:  # between a checkpoint and the next call (budget checks ask every step)
             return {"run": self.run_usage, "thread": self.thread_usage}
-        pending = self.calls[0][1] if len(self.calls) == 1 else sum((u for _, u in self.calls), Usage())
+        pending = Usage.total(u for _, u in self.calls)
         return {"run": self.run_usage + pending, "thread": self.thread_usage + pending}
 
     def write_state(self, key: str, value: Any) -> None:

@@ -436,7 +436,7 @@ class Store(PagedReads, FileGuard, ClaimRows):
         """Insert the calls' usage rows (R5); the thread's total with them added, for its row."""
         db.executemany("INSERT INTO usage(thread_id, run_id, step, model, usage, time) VALUES (?,?,?,?,?,?)",
                        [(thread_id, run_id, step, model, json.dumps(u.to_dict()), now) for model, u in calls])
-        added = calls[0][1] if len(calls) == 1 else sum((u for _, u in calls), Usage())
+        added = Usage.total(u for _, u in calls)
         cur = db.execute("SELECT usage FROM threads WHERE id=?", (thread_id,)).fetchone()
         return Usage.from_dict(json.loads(cur[0])) + added if cur else added
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -44,6 +44,15 @@ class Usage:
             calls=self.calls + other.calls,
             unpriced_calls=self.unpriced_calls + other.unpriced_calls,
         )
+
+    @classmethod
+    def total(cls, usages: Iterable[Usage]) -> Usage:
+        """The sum of ``usages`` (nothing: zero). One usage is itself, not a copy: the engine sums a step's
+        one call several times a step."""
+        out: Usage | None = None
+        for usage in usages:
+            out = usage if out is None else out + usage
+        return out if out is not None else cls()
 
     def as_call(self) -> Usage:
         """This usage as one model call's (R5): a provider that reported no call count made one."""

@@ -206,7 +206,7 @@ def rough_segments(text: str, _depth: int = 0) -> tuple[str, ...]:
     return tuple(dict.fromkeys(out))
 
 
-_FLAT_BREAKS = re.compile(r"\$\(\(|\$\(|\$\{|<\(|>\(|\)\)|<<<|<<-?|&>|[<>]&?|[;&|(){}`\n]")
+_FLAT_BREAKS = re.compile(_OPERATORS.pattern + r"|<<<|<<-?|&>|[<>]&?")  # the operators, and redirections
 _FLAT_WORDS = 32  # a deny pattern longer than this many words is matched on the parsed reading only
 _FLAT_SEGMENTS = 5_000
 

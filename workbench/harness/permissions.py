@@ -17,7 +17,7 @@ workspace): they are judged together, so a user allow never beats a workspace de
    writes and for tools that change the outside world"): invoking a tool whose call names a path is
    allowed, leaving the decision to the path's read/write resource; invoking one of the workbench's own
    read-only tools (``changes_outside=False``) is allowed; an MCP tool its *server* labels read-only
-   (``server_labelled``) is allowed only instead of the ``ask`` default (X2), never under ``deny`` —
+   (``Tool.server_labelled``) is allowed only instead of the ``ask`` default (X2), never under ``deny`` —
    the server's label is its own claim; and under the ``ask`` default, reads are allowed.
 
 Patterns: paths are globs over normalized virtual paths (``**`` any depth, ``*`` and ``?`` within one
@@ -86,7 +86,6 @@ __all__ = [
     "match_path",
     "match_tool",
     "rule_matches",
-    "server_labelled",
 ]
 
 log = logging.getLogger(__name__)
@@ -238,14 +237,6 @@ class Verdict:
     reason: str
     rule: str | None = None
     by_default: bool = False
-
-
-def server_labelled(tool: Tool) -> bool:
-    """Whether ``tool``'s ``changes_outside`` is a claim from outside the workbench (``Tool.server_labelled``).
-    Such a label spares the tool the default ``ask`` (X2) but is never an allow under a ``deny``
-    default (P1: the default applies to calls no rule matches): a server cannot lift its tools past
-    the person's deny-by-default by labelling them."""
-    return tool.server_labelled
 
 
 def _rule_seal_parts(rule: PermissionRule) -> tuple[str, ...]:
@@ -443,8 +434,10 @@ class PermissionsMiddleware(AgentMiddleware):
             for r in matching:
                 if r.effect == effect:
                     return Verdict(action, target, effect, *self._matched(label, r))
+        # A server's read-only label spares its tool the default ask (X2), never a deny default (P1): a
+        # server cannot lift its tools past the person's deny-by-default by labelling them.
         if action == "invoke" and tool is not None and (
-                has_paths or (not tool.changes_outside and (self.default == "ask" or not server_labelled(tool)))):
+                has_paths or (not tool.changes_outside and (self.default == "ask" or not tool.server_labelled))):
             why = "its paths decide" if has_paths else "read-only tool"
             return Verdict(action, target, "allow", f"{label}: allow ({why})", None, True)
         effect = self.default
