@@ -100,6 +100,60 @@ print("answer", r.message.content.replace(" ", "_"))
     assert len(stub_server.requests) == 1  # warm-up itself sent nothing
 
 
+def test_the_warm_up_and_a_call_whose_provider_reports_usage_load_no_tokenizer(tmp_path, stub_server):
+    # Issue 9: the warm-up's mock answer once had no usage, so litellm counted its tokens and loaded two
+    # tokenizers (0.43 s) that the shared host's first request then waited for; a provider that reports
+    # usage never needs them. Counting still works when asked (litellm loads one then).
+    stub_server.script({"text": "counted by the provider", "usage": [5, 3]})
+    code = f"""
+import asyncio, sys
+from workbench.engine import llm_setup
+from workbench.engine.messages import Message, ModelRequest
+from workbench.engine.models.base import complete
+from workbench.engine.models.litellm_model import LiteLLMModel
+litellm = llm_setup.import_litellm()
+llm_setup.warm_up()
+import tiktoken.registry
+print("after-warm-up", sorted(tiktoken.registry.ENCODINGS) or "none")
+r = asyncio.run(complete(LiteLLMModel("openai/test-model", {stub_server.url!r}, "sk-test"),
+                         ModelRequest(system="s", messages=(Message.user("hi"),))))
+print("usage", r.usage.input_tokens, r.usage.output_tokens)
+print("after-call", sorted(tiktoken.registry.ENCODINGS) or "none")
+print("counted", litellm.token_counter(model="gpt-4o-mini", text="hello world") > 0)
+"""
+    out = run_python(code, tmp_path)
+    values = dict(line.split(" ", 1) for line in out.stdout.strip().splitlines())
+    assert values["after-warm-up"] == "none", out.stdout
+    assert values["usage"] == "5 3"
+    assert values["after-call"] == "none"
+    assert values["counted"] == "True"
+
+
+def test_litellm_is_imported_with_the_collector_paused_and_its_heap_frozen(tmp_path):
+    # Issue 9: collections during the import walked its ever-growing heap for nothing (2.5 -> 2.0 s).
+    # The collector must be back as it was afterwards, and the import's objects frozen.
+    code = """
+import gc, importlib.abc, sys
+seen = []
+class Watch(importlib.abc.MetaPathFinder):
+    def find_spec(self, name, path=None, target=None):
+        if name in ("litellm.main", "litellm.utils"):
+            seen.append(gc.isenabled())
+        return None
+sys.meta_path.insert(0, Watch())
+from workbench.engine.llm_setup import import_litellm
+import_litellm()
+print("during", seen)
+print("after", gc.isenabled(), gc.get_freeze_count() > 100_000)
+"""
+    out = run_python(code, tmp_path)
+    assert "during [False, False]" in out.stdout, out.stdout
+    assert "after True True" in out.stdout, out.stdout
+    # A caller that keeps the collector off keeps it off.
+    out = run_python("import gc; gc.disable()\n" + code, tmp_path)
+    assert "after False True" in out.stdout, out.stdout
+
+
 def test_success_logging_is_skipped_only_while_no_callback_listens(tmp_path):
     # litellm's end-of-stream dispatch recounts the whole history on the engine's loop (~3 ms a call);
     # with no callback it is skipped, with one it runs as litellm intends.
