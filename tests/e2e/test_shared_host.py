@@ -199,3 +199,33 @@ def test_a_sub_agent_of_a_command_calls_through_the_shared_host_too(runtime: Pat
     assert "The helper said hi." in done.stdout
     assert [b["model"] for b in stub_server.requests] == ["parent", "helper", "parent"]
     assert stub_server.auth == [f"Bearer {KEY}"] * 3 and len(hosts(runtime)) == 1
+
+
+def rss_kib(pid: int) -> int:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1])
+    return 0
+
+
+def test_a_host_imports_litellm_as_it_starts_before_any_command_asks(runtime: Path) -> None:
+    # Issue 9: the first command's request waits for the host's litellm import (seconds); the host starts
+    # it at once rather than when the command's warm-up or call arrives. Seen from outside: with no
+    # client at all, its memory grows by litellm's ~150 MB (a host that waits stays near 25 MB).
+    from workbench.engine.models.process_model import host_command, with_package_path
+
+    folder = runtime / "workbench"
+    folder.mkdir(mode=0o700)
+    host = subprocess.Popen([*host_command(), "--serve", str(folder / "h.sock"), "--idle", "120"],
+                            env=with_package_path(shared_host.host_environment()), cwd="/",
+                            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    try:
+        deadline = time.monotonic() + 60
+        while host.poll() is None and rss_kib(host.pid) < 120_000 and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert host.poll() is None, host.stderr.read().decode() if host.stderr else ""
+        assert rss_kib(host.pid) >= 120_000, f"{rss_kib(host.pid)} KiB after 60 s: litellm was not imported"
+        assert (folder / "h.sock").exists()  # and it listens meanwhile
+    finally:
+        host.kill()
+        host.wait()

@@ -144,8 +144,12 @@ def main(argv: list[str] | None = None) -> int:
     if args[:1] == ["--serve"] and len(args) >= 2:
         from pathlib import Path
 
+        from workbench.engine.llm_setup import import_in_background
         from workbench.engine.models.shared_host import DEFAULT_IDLE, serve
 
+        # The host exists to make model calls: litellm's import (seconds) starts now, while the command
+        # that started it connects and sends its warm-up and its first call, not when they arrive.
+        import_in_background()
         idle = float(args[3]) if len(args) >= 4 and args[2] == "--idle" else DEFAULT_IDLE
         asyncio.run(serve(Path(args[1]), idle))
         return 0
