@@ -8,6 +8,7 @@ import asyncio
 import shlex
 import signal
 import sys
+import threading
 from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -31,13 +32,39 @@ async def _open(workspace: Path, thread: str | None, **kw: Any) -> Session:
     return await Session.open(workspace, thread, **kw)
 
 
-async def _run_async(workspace: Path, args: argparse.Namespace) -> int:
+def _start_the_model_early(model: str | None) -> None:
+    """Issue 9: the first request waits for litellm's import (seconds), so a model named on the command
+    line starts it at once, overlapping trust, config and store set-up: this user's shared model host is
+    connected to (started, if none runs: it imports litellm as it starts) when the model has a key, as
+    ``make_model`` will then use it; else litellm is imported here, on a thread. ``make_model`` takes
+    over what is under way (``ModelHost.shared_daemon`` keeps the connection; the import is done once)."""
+    if not model or model.strip() in ("", "demo"):
+        return
+    from workbench.engine.llm_setup import import_in_background
     from workbench.engine.models import shared_host
 
-    if getattr(args, "model", None) and args.model.strip() not in ("", "demo") and not shared_host.enabled():
-        from workbench.engine.llm_setup import import_in_background
+    if not shared_host.enabled():
+        import_in_background()
+        return
 
-        import_in_background()  # issue 9: litellm's seconds-long import overlaps trust, config and store set-up
+    def connect() -> None:
+        from workbench.engine.models.process_model import ModelHost
+        from workbench.errors import ModelError
+        from workbench.secrets import lookup_api_key
+
+        try:
+            if not lookup_api_key(model.strip()):  # without a key, calls stay in this process
+                import_in_background()
+                return
+            ModelHost.shared_daemon()
+        except (ModelError, OSError):  # the model's own attempt reports it (or falls back in-process)
+            pass
+
+    threading.Thread(target=connect, name="workbench-model-early", daemon=True).start()
+
+
+async def _run_async(workspace: Path, args: argparse.Namespace) -> int:
+    _start_the_model_early(getattr(args, "model", None) if args.command == "run" else None)
     output = _Output(args.json)
     interactive = bool(sys.stdin is not None and sys.stdin.isatty())
     decider = _Decider(args.approve, args.budget_approve, interactive=interactive, output=output)
