@@ -2,9 +2,11 @@
 
 For this project that is the CLI, ``workbench run --workspace W --model openai/test-model --api-base
 URL "hi"`` (the project venv's ``workbench`` script; ``--module`` runs ``python -m workbench``
-instead), twice: as it runs once the shared model host is up (the untimed first start starts it; it
-keeps litellm imported between commands), and with ``WORKBENCH_MODEL_DAEMON=0`` (litellm imported in
-the command: the first command after a login or after the host's idle time); for each peer its shortest script that builds its agent and sends "hi" as one streamed
+instead), three ways: as it runs once the shared model host is up (the untimed first start starts it;
+it keeps litellm imported between commands); as the first command after a login or after the host's
+idle time runs, starting the host (each run with a runtime folder of its own, its host ended after);
+and with ``WORKBENCH_MODEL_DAEMON=0`` (litellm imported in the command itself, as on a system without
+the shared host); for each peer its shortest script that builds its agent and sends "hi" as one streamed
 request (``benchmarks/peer_sides.py first <peer>``, in the peer's throw-away venv — see
 ``benchmarks/peers.py``); and, for reference, the same with a bare openai SDK client and with
 ``http.client`` (interpreter start-up plus the least a request needs).
@@ -51,8 +53,12 @@ PROJECT = "workbench"
 #: The same command with no shared model host running (WORKBENCH_MODEL_DAEMON=0: litellm imported in the
 #: command itself) — what the first `workbench run` after a login, or after the host's idle time, costs.
 COLD = "workbench-cold"
+#: The first command after a login (or the host's idle time): no host runs yet, so the command starts it.
+FIRST = "workbench-first"
+OURS = (PROJECT, FIRST, COLD)
 LABELS = {
     PROJECT: "this project: workbench run (shared host up)",
+    FIRST: "this project: first command, starts the host",
     COLD: "this project: workbench run, no shared host",
     "deepagents": "deepagents",
     "pydantic-ai": "pydantic-ai",
@@ -127,9 +133,11 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
 
     sides = [s.strip() for s in args.sides.split(",") if s.strip()]
-    if PROJECT in sides and COLD not in sides:
-        sides.insert(sides.index(PROJECT) + 1, COLD)
-    unknown = set(sides) - {PROJECT, COLD, *PEERS, *REFERENCES}
+    if PROJECT in sides:
+        for extra in (COLD, FIRST):
+            if extra not in sides:
+                sides.insert(sides.index(PROJECT) + 1, extra)
+    unknown = set(sides) - {*OURS, *PEERS, *REFERENCES}
     if unknown:
         parser.error(f"unknown sides {sorted(unknown)}; known: {', '.join([PROJECT, *PEERS, *REFERENCES])}")
     pythons, skipped = prepare([s for s in sides if s in PEERS], latest=args.latest, fresh=args.fresh)
@@ -154,7 +162,7 @@ def main(argv: list[str] | None = None) -> int:
         try:
             commands = {}
             for side in sides:
-                if side in (PROJECT, COLD):
+                if side in OURS:
                     commands[side] = project_command(stub.url, ws, args.module)
                 elif side not in skipped:
                     python = pythons.get(side, project_python())
@@ -164,12 +172,20 @@ def main(argv: list[str] | None = None) -> int:
                 for side, cmd in commands.items():
                     if rnd > 0 and not times[side] and failures[side]:
                         continue  # it failed every time so far, the warm-up included
+                    side_env = envs.get(side, env)
+                    if side == FIRST:  # a runtime folder no host serves yet; the host this run starts is ended
+                        own = base / f"rt-first-{rnd}"
+                        own.mkdir(mode=0o700)
+                        side_env = {**env, "XDG_RUNTIME_DIR": str(own)}
                     try:
-                        first, exited = one_run(stub, cmd, envs.get(side, env), base, args.timeout)
+                        first, exited = one_run(stub, cmd, side_env, base, args.timeout)
                     except RuntimeError as exc:
                         failures[side].append(f"{'warm-up' if rnd == 0 else f'run {rnd}'}: {exc}")
                         print(f"{'warm-up' if rnd == 0 else f'run {rnd}':<8} {side:<14} FAILED: {exc}", flush=True)
                         continue
+                    finally:
+                        if side == FIRST:
+                            stop_shared_hosts(Path(side_env["XDG_RUNTIME_DIR"]))
                     if rnd > 0:
                         times[side].append(first)
                     print(f"{'warm-up' if rnd == 0 else f'run {rnd}':<8} {side:<14} first request after "
@@ -197,11 +213,13 @@ def main(argv: list[str] | None = None) -> int:
     if PROJECT in best and peers_run:
         fastest = min(peers_run, key=best.get)
         fastest_med = min(peers_run, key=median.get)
-        ratio = best[PROJECT] / best[fastest]
-        ratio_med = median[PROJECT] / median[fastest_med]
-        print(f"ratio this project / fastest peer, best: {best[PROJECT]:.3f} / {best[fastest]:.3f} ({fastest}) = "
-              f"{ratio:.2f}; median: {median[PROJECT]:.3f} / {median[fastest_med]:.3f} ({fastest_med}) = "
-              f"{ratio_med:.2f}  (target <= {TARGET_RATIO:.2f}: {'OK' if ratio_med <= TARGET_RATIO else 'OVER'})")
+        for side in (s for s in OURS if s in best):
+            ratio = best[side] / best[fastest]
+            ratio_med = median[side] / median[fastest_med]
+            print(f"ratio {LABELS[side].removeprefix('this project: ')} / fastest peer, best: {best[side]:.3f} / "
+                  f"{best[fastest]:.3f} ({fastest}) = {ratio:.2f}; median: {median[side]:.3f} / "
+                  f"{median[fastest_med]:.3f} ({fastest_med}) = {ratio_med:.2f}  "
+                  f"(target <= {TARGET_RATIO:.2f}: {'OK' if ratio_med <= TARGET_RATIO else 'OVER'})")
     else:
         print("no ratio: this project or every peer was skipped or failed (see above)")
     return 1 if PROJECT in sides and PROJECT not in best else 0

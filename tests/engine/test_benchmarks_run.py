@@ -42,6 +42,8 @@ def test_first_request_script_times_the_cli_and_the_floor() -> None:
     out = _run("first_request.py", "--sides", "workbench,http.client", "--runs", "1")
     assert re.search(r"run 1\s+workbench\s+first request after [\d.]+ s", out), out
     assert re.search(r"run 1\s+workbench-cold\s+first request after [\d.]+ s", out), out
+    assert re.search(r"run 1\s+workbench-first\s+first request after [\d.]+ s", out), out
+    assert re.search(r"this project: first command, starts the host\s+[\d.]+\s+[\d.]+", out), out
     assert re.search(r"this project: workbench run \(shared host up\)\s+[\d.]+\s+[\d.]+", out), out
     assert re.search(r"this project: workbench run, no shared host\s+[\d.]+\s+[\d.]+", out), out
     assert re.search(r"reference: http.client, one streamed call\s+[\d.]+\s+[\d.]+", out), out
