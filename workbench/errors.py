@@ -94,6 +94,11 @@ class BackendRefusal(PathError):
         return f"Refused: {self.path}: {self.detail}"
 
 
+class LinksTooDeep(BackendRefusal):
+    """The path leads through more symlinks (or longer link targets) than a caller that must not stall
+    follows: the window's Save verdict refuses rather than freeze the window (or let the save through)."""
+
+
 class BackendIOError(PathError):
     """A real failure underneath: OS error, undecodable text, database error."""
 

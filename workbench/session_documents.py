@@ -12,6 +12,11 @@ if TYPE_CHECKING:
     from workbench.backends.composite import CompositeBackend
 
 
+#: Path components the Save verdict follows on the GUI thread before it gives up (``_link_target``): a
+#: real path has tens; each is a system call or two (~2 µs), so the window waits at most a few ms.
+LINK_STEPS = 2048
+
+
 class DocumentCalls:
     """The window's reads and saves of the person's documents (see the module)."""
 
@@ -42,7 +47,12 @@ class DocumentCalls:
 
     def _save_judgement(self, path: str) -> tuple[bool, str, list[Any]]:
         """``write_verdict``'s answer and the permission verdicts it rests on (``write_document``'s guard)."""
-        verdicts = self._write_verdicts(path)
+        from workbench.backends.base import LinksTooDeep
+
+        try:
+            verdicts = self._write_verdicts(path)
+        except LinksTooDeep as e:  # not judged where it leads, so not saved: never a stalled window
+            return False, str(e), []
         denied = [v for v in verdicts if v.effect == "deny"]
         if denied:
             return False, "Denied: " + "; ".join(v.reason for v in denied), verdicts
@@ -71,8 +81,10 @@ class DocumentCalls:
 
     def _link_target(self, path: str) -> str | None:
         """The virtual path ``path`` leads to through symlinks, or None when its mount has none to follow
-        (a state or store mount) or there is no mount (the save is refused for that)."""
-        from workbench.backends.base import PathError, normalize
+        (a state or store mount) or there is no mount (the save is refused for that). ``LinksTooDeep``
+        when following it would take more than ``LINK_STEPS`` path components: this runs on the window's
+        GUI thread, and a workspace can hold a chain of links that takes seconds to resolve."""
+        from workbench.backends.base import LinksTooDeep, PathError, normalize
 
         try:
             v = normalize(path)
@@ -80,7 +92,9 @@ class DocumentCalls:
             link_target = getattr(backend, "link_target", None)
             if link_target is None:
                 return None
-            led = link_target(inner)
+            led = link_target(inner, LINK_STEPS)
+        except LinksTooDeep as e:
+            raise e.with_path(v) from None
         except (PathError, OSError):
             return None
         point = v if inner == "/" else v[: len(v) - len(inner)]  # the mount point ("" for "/")

@@ -81,3 +81,25 @@ async def test_P5_a_link_swapped_after_the_verdict_cannot_carry_the_save_past_a_
         await session.write_document("/project/AGENTS.md", "USER SAVE\n")
     assert (workspace / "protected" / "rules.md").read_text() == "ORIGINAL\n"
     await session.close()
+
+
+async def test_P5_a_link_chain_too_long_to_follow_on_the_gui_thread_is_not_saved(workspace):
+    """The verdict runs on the window's GUI thread: a chain of links that would take a long resolve is
+    given up after ``LINK_STEPS`` components, and the save refused (never let through unjudged)."""
+    from workbench.session_documents import LINK_STEPS
+
+    os.symlink(".", workspace / "a")
+    os.symlink("a/" * 1500 + "l2", workspace / "l1")
+    os.symlink("a/" * 1500 + "open/rules.md", workspace / "l2")
+    os.symlink("l1", workspace / "AGENTS.md")
+    os.symlink("open/rules.md", workspace / "SHORT.md")
+    session = await Session.open(workspace, model=ScriptedModel([]))
+    ok, why = session.write_verdict("/project/AGENTS.md")
+    assert not ok
+    assert why == (f"Refused: /project/AGENTS.md: it leads through too many symlinks to follow "
+                   f"(more than {LINK_STEPS} path components to follow)")
+    with pytest.raises(BackendRefusal, match="too many symlinks"):
+        await session.write_document("/project/AGENTS.md", "USER SAVE\n")
+    assert (workspace / "open" / "rules.md").read_text() == "ORIGINAL\n"
+    assert session.write_verdict("/project/SHORT.md") == (True, "")  # an ordinary link is followed
+    await session.close()

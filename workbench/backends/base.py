@@ -26,6 +26,7 @@ from workbench.errors import (
     BackendRefusal,
     EditMismatch,
     FileNotFound,
+    LinksTooDeep,
     NotTextFile,
     PathError,
 )
@@ -38,6 +39,7 @@ __all__ = [
     "FileInfo",
     "FileNotFound",
     "GrepMatch",
+    "LinksTooDeep",
     "MAX_PATTERN_CHARS",
     "NotTextFile",
     "AccessDenied",

@@ -27,6 +27,7 @@ from workbench.backends.base import (
     FileInfo,
     FileNotFound,
     GrepMatch,
+    LinksTooDeep,
     Matcher,
     NotTextFile,
     PathError,
@@ -42,6 +43,7 @@ from workbench.backends.base import (
     split_glob,
 )
 from workbench.backends.guard import check, current_guard, hidden, run_walk, walk_tick
+from workbench.backends.realpath import TooManySteps, realpath
 
 __all__ = ["HostBackend", "LinkOutside", "OUTSIDE_REASON", "SKIPPED_DIRS", "noting_links_outside"]
 
@@ -658,13 +660,18 @@ class HostBackend(FileBackend):
             return await asyncio.to_thread(self.link_target, path)
         return self.link_target(path)
 
-    def link_target(self, path: str) -> str:
+    def link_target(self, path: str, max_steps: int | None = None) -> str:
         """What ``target`` answers, without awaiting: the virtual path ``path`` leads to through
         symlinks (``path`` itself when it leads nowhere else, or out of the root, which every call
-        refuses anyway). For a caller that cannot await: the window's Save verdict (P5)."""
+        refuses anyway). For a caller that cannot await: the window's Save verdict (P5), which bounds
+        the path components it follows (``max_steps``): ``LinksTooDeep`` past them, or when links nest
+        deeper than can be followed at all."""
         v = normalize(path)
         rel = v.lstrip("/")
-        real = os.path.realpath(os.path.join(self._root, *rel.split("/")) if rel else self._root)
+        try:
+            real = realpath(os.path.join(self._root, *rel.split("/")) if rel else self._root, max_steps)
+        except TooManySteps as exc:
+            raise LinksTooDeep(v, f"it leads through too many symlinks to follow ({exc})") from None
         return self._virtual(real) if self._inside(real) else v
 
     async def stat(self, path: str) -> FileInfo:

@@ -1,0 +1,97 @@
+"""``backends/realpath.py``: ``os.path.realpath`` with a bound on its work, for the window's Save verdict
+(P5 on the GUI thread). It must answer exactly what ``os.path.realpath`` answers, for any tree of
+folders, files and links (loops, dangling links, ``..`` through links, absolute targets), and stop
+after the components it was allowed instead of resolving a hostile chain for seconds."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import sys
+import tempfile
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, example, given, settings
+from hypothesis import strategies as st
+
+from workbench.backends import realpath as bounded
+from workbench.backends.realpath import TooManySteps, realpath
+
+pytestmark = pytest.mark.skipif(os.name != "posix", reason="POSIX symlinks")
+
+NAMES = ("a", "b", "c")
+# Link targets: relative, through "..", into a subfolder, absolute (ROOT is the example's folder), loops.
+TARGETS = (".", "..", "a", "b", "c", "a/b", "../a", "b/../c", "zz", "ROOT/a", "ROOT/b/c", "ROOT", "/", "a/..")
+KINDS = st.sampled_from(("dir", "file", "none")) | st.tuples(st.just("link"), st.sampled_from(TARGETS))
+SEGMENTS = st.sampled_from((*NAMES, ".", "..", "zz"))
+
+
+def build(root: Path, tree: dict[str, object]) -> None:
+    for rel, kind in sorted(tree.items(), key=lambda item: item[0].count("/")):
+        path = root / rel
+        if not path.parent.is_dir() or path.exists() or path.is_symlink():
+            continue  # its folder is a file or a link here: that entry does not exist
+        if kind == "dir":
+            path.mkdir()
+        elif kind == "file":
+            path.write_text("x")
+        elif isinstance(kind, tuple):
+            os.symlink(kind[1].replace("ROOT", str(root)), path)
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(tree=st.dictionaries(st.sampled_from([*NAMES, *(f"{p}/{n}" for p in NAMES for n in NAMES)]), KINDS,
+                            max_size=9),
+       query=st.lists(SEGMENTS, min_size=0, max_size=6), absolute=st.booleans())
+@example(tree={"a": ("link", "a")}, query=["a", "b"], absolute=True)  # a loop
+@example(tree={"a": ("link", "b"), "b": ("link", "a")}, query=["a", "..", "c"], absolute=True)
+@example(tree={"a": "dir", "a/b": ("link", "..")}, query=["a", "b", "b", "..", "a"], absolute=True)
+@example(tree={"a": ("link", "ROOT/b/c"), "b": "dir", "b/c": ("link", "../a")}, query=["a"], absolute=True)
+def test_it_answers_what_os_path_realpath_answers(tree, query, absolute):
+    root = Path(tempfile.mkdtemp(prefix="wbrp-")).resolve()
+    cwd = os.getcwd()
+    try:
+        build(root, tree)
+        os.chdir(root)  # a relative query is resolved from the current folder, as realpath does
+        path = os.path.join(str(root) if absolute else "", *query) if query else (str(root) if absolute else ".")
+        assert realpath(path) == os.path.realpath(path)
+        try:
+            assert realpath(path, 3) == os.path.realpath(path)  # within its bound, the same answer
+        except TooManySteps:
+            pass
+    finally:
+        os.chdir(cwd)
+        shutil.rmtree(root, ignore_errors=True)
+
+
+def hostile_chain(root: Path, links: int, width: int) -> Path:
+    """``start`` -> l1 -> l2 ... each link's target ``width`` components of ``a`` (a link to ".") first."""
+    os.symlink(".", root / "a")
+    (root / "end.md").write_text("x")
+    for i in range(links, 0, -1):
+        os.symlink("a/" * width + (f"l{i + 1}" if i < links else "end.md"), root / f"l{i}")
+    os.symlink("l1", root / "start")
+    return root / "start"
+
+
+def test_a_hostile_chain_is_given_up_after_its_bound_with_that_many_lookups(tmp_path, monkeypatch):
+    start = hostile_chain(tmp_path, links=40, width=1000)  # 40,000 components: ~0.1 s here, unbounded
+    assert realpath(str(start)) == os.path.realpath(start) == str(tmp_path / "end.md")
+    looked = []
+    real_lstat = os.lstat
+    monkeypatch.setattr(bounded.os, "lstat", lambda p: looked.append(p) or real_lstat(p))
+    with pytest.raises(TooManySteps, match="more than 500 path components"):
+        realpath(str(start), 500)
+    assert len(looked) <= 500
+
+
+def test_links_nested_deeper_than_python_can_follow_are_refused_not_a_crash(tmp_path):
+    depth = sys.getrecursionlimit() + 50
+    for i in range(depth):
+        os.symlink(f"n{i + 1}", tmp_path / f"n{i}")
+    (tmp_path / f"n{depth}").write_text("x")
+    with pytest.raises(RecursionError):
+        os.path.realpath(tmp_path / "n0")  # what the standard one does
+    with pytest.raises(TooManySteps, match="nested too deep"):
+        realpath(str(tmp_path / "n0"))
