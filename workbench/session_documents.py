@@ -82,21 +82,26 @@ class DocumentCalls:
     def _link_target(self, path: str) -> str | None:
         """The virtual path ``path`` leads to through symlinks, or None when its mount has none to follow
         (a state or store mount) or there is no mount (the save is refused for that). ``LinksTooDeep``
-        when following it would take more than ``LINK_STEPS`` path components: this runs on the window's
-        GUI thread, and a workspace can hold a chain of links that takes seconds to resolve."""
+        when following it would take more than ``LINK_STEPS`` path components (this runs on the window's
+        GUI thread, and a workspace can hold a chain of links that takes seconds to resolve), or failed."""
         from workbench.backends.base import LinksTooDeep, PathError, normalize
 
         try:
             v = normalize(path)
             backend, inner = self.backend.backend_for(v)
-            link_target = getattr(backend, "link_target", None)
-            if link_target is None:
-                return None
+        except PathError:
+            return None  # no mount: the save is refused for that
+        link_target = getattr(backend, "link_target", None)
+        if link_target is None:
+            return None
+        try:
             led = link_target(inner, LINK_STEPS)
         except LinksTooDeep as e:
             raise e.with_path(v) from None
-        except (PathError, OSError):
+        except PathError:
             return None
+        except OSError as e:  # a link changed while it was followed: not judged, so not saved
+            raise LinksTooDeep(v, f"its links could not be followed ({e.strerror or e})") from None
         point = v if inner == "/" else v[: len(v) - len(inner)]  # the mount point ("" for "/")
         return led if point in ("", "/") else (point if led == "/" else point + led)
 
@@ -112,8 +117,8 @@ class DocumentCalls:
         from workbench.harness.permissions import PermissionsMiddleware
 
         allowed, why, verdicts = self._save_judgement(path)
-        if not allowed:
-            raise BackendRefusal(path, why.removeprefix("Denied: ").removeprefix("Refused: "))
+        if not allowed:  # the verdict's words, without a second "<path>: " (BackendRefusal adds its own)
+            raise BackendRefusal(path, why.removeprefix("Denied: ").removeprefix("Refused: ").removeprefix(f"{path}: "))
         perms = self.middleware(PermissionsMiddleware)
         guard = perms.guard(verdicts, self._state(), approved=True) if perms is not None else None
         with guarding(guard):

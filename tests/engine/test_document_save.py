@@ -98,8 +98,26 @@ async def test_P5_a_link_chain_too_long_to_follow_on_the_gui_thread_is_not_saved
     assert not ok
     assert why == (f"Refused: /project/AGENTS.md: it leads through too many symlinks to follow "
                    f"(more than {LINK_STEPS} path components to follow)")
-    with pytest.raises(BackendRefusal, match="too many symlinks"):
+    with pytest.raises(BackendRefusal) as refused:
         await session.write_document("/project/AGENTS.md", "USER SAVE\n")
+    assert str(refused.value) == why  # the same words, the path named once
     assert (workspace / "open" / "rules.md").read_text() == "ORIGINAL\n"
     assert session.write_verdict("/project/SHORT.md") == (True, "")  # an ordinary link is followed
+    await session.close()
+
+
+async def test_P5_a_link_that_cannot_be_followed_is_not_saved_unjudged(workspace, monkeypatch):
+    """A link removed or changed while the verdict follows it (readlink fails): refused, not judged as
+    if it led nowhere (the write's own guard would still judge it; the verdict must not say yes)."""
+    from workbench.backends.host import HostBackend
+
+    os.symlink("open/rules.md", workspace / "AGENTS.md")
+    session = await Session.open(workspace, model=ScriptedModel([]))
+
+    def racing(self, path, max_steps=None):
+        raise FileNotFoundError(2, "No such file or directory")
+
+    monkeypatch.setattr(HostBackend, "link_target", racing)
+    assert session.write_verdict("/project/AGENTS.md") == (
+        False, "Refused: /project/AGENTS.md: its links could not be followed (No such file or directory)")
     await session.close()

@@ -2,9 +2,11 @@
 
 A workspace can hold a chain of symlinks whose targets are long paths through more links; resolving it
 is one ``lstat`` a path component, unbounded (thousands of links of thousands of components each: seconds
-of system calls). ``realpath(path, max_steps)`` answers exactly what ``os.path.realpath`` answers (the
-same algorithm: POSIX ``posixpath._joinrealpath``, non-strict) but raises ``TooManySteps`` once it has
-looked at ``max_steps`` path components, and when a chain nests deeper than Python's recursion allows
+of system calls). ``realpath(path, max_steps)`` answers exactly what this Python's ``os.path.realpath``
+answers (non-strict, POSIX) — the algorithm of ``posixpath`` up to 3.12 (``_joinrealpath``, recursive),
+or from 3.13 on its iterative one, which differs on a path through a symlink loop — but raises
+``TooManySteps`` once it has taken ``max_steps`` path components (every one: a name, an empty one, ``.``
+or ``..``, each copied or looked at), and up to 3.12 when links nest deeper than Python's recursion allows
 (where ``os.path.realpath`` raises ``RecursionError``). Elsewhere than POSIX it is ``os.path.realpath``.
 """
 
@@ -12,32 +14,50 @@ from __future__ import annotations
 
 import os
 import stat
+import sys
 
 
 class TooManySteps(Exception):
     """The path leads through more components (or links within links) than the caller allowed."""
 
 
+class _Steps:
+    """The components taken so far, against the bound."""
+
+    __slots__ = ("limit", "taken")
+
+    def __init__(self, limit: int | None) -> None:
+        self.limit, self.taken = limit, 0
+
+    def take(self) -> None:
+        self.taken += 1
+        if self.limit is not None and self.taken > self.limit:
+            raise TooManySteps(f"more than {self.limit} path components to follow")
+
+
 def realpath(path: str, max_steps: int | None = None) -> str:
     """``os.path.realpath(path)``, or ``TooManySteps`` after ``max_steps`` components (None: no bound)."""
     if os.name != "posix":
         return os.path.realpath(path)
-    steps = [0]
+    path = os.fspath(path)
+    steps = _Steps(max_steps)
+    if sys.version_info >= (3, 13):
+        return _iterative(path, steps)
     try:
-        resolved, _ = _join("", os.fspath(path), {}, steps, max_steps)
+        resolved, _ = _join("", path, {}, steps)
     except RecursionError:
-        raise TooManySteps(f"links nested too deep to follow ({steps[0]} components)") from None
+        raise TooManySteps(f"links nested too deep to follow ({steps.taken} components)") from None
     return os.path.abspath(resolved)
 
 
-def _join(path: str, rest: str, seen: dict[str, str | None], steps: list[int],
-          max_steps: int | None) -> tuple[str, bool]:
-    """``posixpath._joinrealpath``: ``path`` (resolved) joined with ``rest``, links followed; False when a
-    loop was met (the rest is then joined unresolved, as realpath does)."""
+def _join(path: str, rest: str, seen: dict[str, str | None], steps: _Steps) -> tuple[str, bool]:
+    """``posixpath._joinrealpath`` (3.11, 3.12): ``path`` (resolved) joined with ``rest``, links followed;
+    False when a loop was met (the rest is then joined unresolved, as realpath does)."""
     if os.path.isabs(rest):
         rest = rest[1:]
         path = "/"
     while rest:
+        steps.take()
         name, _, rest = rest.partition("/")
         if not name or name == ".":
             continue
@@ -50,9 +70,6 @@ def _join(path: str, rest: str, seen: dict[str, str | None], steps: list[int],
                 path = ".."
             continue
         newpath = os.path.join(path, name)
-        steps[0] += 1
-        if max_steps is not None and steps[0] > max_steps:
-            raise TooManySteps(f"more than {max_steps} path components to follow")
         try:
             is_link = stat.S_ISLNK(os.lstat(newpath).st_mode)
         except OSError:
@@ -67,11 +84,50 @@ def _join(path: str, rest: str, seen: dict[str, str | None], steps: list[int],
                 continue
             return os.path.join(newpath, rest), False  # a loop: realpath leaves the rest as it is
         seen[newpath] = None  # being resolved
-        path, ok = _join(path, os.readlink(newpath), seen, steps, max_steps)
+        path, ok = _join(path, os.readlink(newpath), seen, steps)
         if not ok:
             return os.path.join(path, rest), False
         seen[newpath] = path
     return path, True
+
+
+def _iterative(filename: str, steps: _Steps) -> str:
+    """``posixpath.realpath`` from 3.13 on (non-strict): a stack of the parts still to resolve."""
+    rest: list[str | None] = filename.split("/")[::-1]
+    path = "/" if filename.startswith("/") else os.getcwd()
+    seen: dict[str, str | None] = {}
+    while rest:
+        name = rest.pop()
+        if name is None:  # a link's target is resolved: the link itself is next on the stack
+            seen[rest.pop()] = path  # type: ignore[index]
+            continue
+        steps.take()
+        if not name or name == ".":
+            continue
+        if name == "..":
+            path = path[:path.rindex("/")] or "/"
+            continue
+        newpath = path + name if path == "/" else path + "/" + name
+        try:
+            st = os.lstat(newpath)
+            if not stat.S_ISLNK(st.st_mode):
+                path = newpath
+                continue
+            if newpath in seen:
+                known = seen[newpath]
+                path = known if known is not None else newpath  # resolved before, or a loop
+                continue
+            target = os.readlink(newpath)
+        except OSError:
+            path = newpath
+            continue
+        seen[newpath] = None  # being resolved
+        if target.startswith("/"):
+            path = "/"
+        rest.append(newpath)
+        rest.append(None)
+        rest.extend(target.split("/")[::-1])
+    return path
 
 
 __all__ = ["TooManySteps", "realpath"]
