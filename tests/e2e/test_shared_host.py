@@ -229,3 +229,46 @@ def test_a_host_imports_litellm_as_it_starts_before_any_command_asks(runtime: Pa
     finally:
         host.kill()
         host.wait()
+
+
+def _serve(folder: Path, name: str, idle: int) -> subprocess.Popen[bytes]:
+    from workbench.engine.models.process_model import host_command, with_package_path
+
+    return subprocess.Popen([*host_command(), "--serve", str(folder / name), "--idle", str(idle)],
+                            env=with_package_path(shared_host.host_environment()), cwd="/",
+                            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+
+def _connect(path: Path) -> socket.socket:
+    deadline = time.monotonic() + 30
+    while not path.exists() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    sock.connect(str(path))
+    return sock
+
+
+def test_a_host_no_command_used_ends_after_a_tenth_of_its_idle_time(runtime: Path) -> None:
+    # A command connects at once and may then fail its config or trust check: the host it started must
+    # not sit on litellm's ~200 MB for the whole idle time. One that served a command keeps it.
+    from workbench.engine.models.model_host import encode_frame
+
+    folder = runtime / "workbench"
+    folder.mkdir(mode=0o700)
+    unused, used = _serve(folder, "unused.sock", 30), _serve(folder, "used.sock", 30)
+    try:
+        _connect(folder / "unused.sock").close()  # connected, then gone without a word
+        sock = _connect(folder / "used.sock")
+        sock.sendall(encode_frame(("warm", 1, "")))
+        sock.settimeout(60)
+        assert sock.recv(1)  # its answer to the warm-up: it served a command
+        sock.close()
+        started = time.monotonic()
+        while unused.poll() is None and time.monotonic() - started < 20:
+            time.sleep(0.2)
+        assert unused.poll() is not None and time.monotonic() - started < 10  # ~3 s (30 / 10), not 30
+        assert used.poll() is None  # still there for the next command
+    finally:
+        for host in (unused, used):
+            host.kill()
+            host.wait()

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import os
 import shlex
 import signal
 import sys
@@ -34,10 +35,13 @@ async def _open(workspace: Path, thread: str | None, **kw: Any) -> Session:
 
 def _start_the_model_early(model: str | None) -> None:
     """Issue 9: the first request waits for litellm's import (seconds), so a model named on the command
-    line starts it at once, overlapping trust, config and store set-up: this user's shared model host is
-    connected to (started, if none runs: it imports litellm as it starts) when the model has a key, as
-    ``make_model`` will then use it; else litellm is imported here, on a thread. ``make_model`` takes
-    over what is under way (``ModelHost.shared_daemon`` keeps the connection; the import is done once)."""
+    line starts it at once, overlapping trust, config and store set-up: with the shared model host on
+    and the model's key in the environment (as ``make_model`` will then use the host), a connection to
+    this user's host is made on a thread (the host is started if none runs, and imports litellm as it
+    starts); with the host off, litellm is imported here, on a thread. A key only in the keyring or the
+    key file is left to ``make_model`` (no second keyring look-up, no key-store import racing the main
+    thread's), as is everything when the model is named in workbench.yaml. ``make_model`` takes over
+    what is under way (``ModelHost.shared_daemon`` keeps the connection; the import is done once)."""
     if not model or model.strip() in ("", "demo"):
         return
     from workbench.engine.llm_setup import import_in_background
@@ -46,16 +50,17 @@ def _start_the_model_early(model: str | None) -> None:
     if not shared_host.enabled():
         import_in_background()
         return
+    from workbench.secrets import env_var_for
+
+    if not os.environ.get(env_var_for(model.strip())):
+        return
+    # Imported here, not on the thread: two threads importing the same package graph can meet a
+    # partially initialised module.
+    from workbench.engine.models.process_model import ModelHost
+    from workbench.errors import ModelError
 
     def connect() -> None:
-        from workbench.engine.models.process_model import ModelHost
-        from workbench.errors import ModelError
-        from workbench.secrets import lookup_api_key
-
         try:
-            if not lookup_api_key(model.strip()):  # without a key, calls stay in this process
-                import_in_background()
-                return
             ModelHost.shared_daemon()
         except (ModelError, OSError):  # the model's own attempt reports it (or falls back in-process)
             pass

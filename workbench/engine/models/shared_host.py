@@ -164,13 +164,23 @@ def _start(path: Path) -> subprocess.Popen[bytes]:
 
 
 # --- the host side ------------------------------------------------------------------------------------
+def unused_idle(idle: float) -> float:
+    """How long a host no command has yet sent anything to waits without a client: a tenth of ``idle``.
+
+    A command connects as soon as it starts (``cli/run.py``), before its config and trust are checked; one
+    that then fails or is refused leaves a host that has imported litellm (~200 MB) for nothing."""
+    return min(idle, max(1.0, idle / 10))
+
+
 async def serve(path: Path, idle: float) -> None:
-    """Serve this user's commands on ``path`` until ``idle`` seconds pass with no client."""
+    """Serve this user's commands on ``path`` until ``idle`` seconds pass with no client (``unused_idle``
+    while no command has sent it a call or a warm-up)."""
     clients = 0
     last = time.monotonic()
+    used = False
 
     async def client(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        nonlocal clients, last
+        nonlocal clients, last, used
         sock = writer.get_extra_info("socket")
         if sock is None or peer(sock)[1] != os.getuid():  # another user's process: nothing for it
             writer.close()
@@ -186,6 +196,7 @@ async def serve(path: Path, idle: float) -> None:
             while True:
                 (size,) = FRAME_HEADER.unpack(await reader.readexactly(FRAME_HEADER.size))
                 connection.handle(pickle.loads(await reader.readexactly(size)))  # noqa: S301 - our user's own
+                used = True
         except (asyncio.IncompleteReadError, ConnectionError, struct.error, pickle.UnpicklingError):
             pass  # the command ended (or died): its calls end with it
         finally:
@@ -198,7 +209,7 @@ async def serve(path: Path, idle: float) -> None:
     os.chmod(path, 0o600)
     ours = path.stat().st_ino
     try:
-        while clients or time.monotonic() - last < idle:
+        while clients or time.monotonic() - last < (idle if used else unused_idle(idle)):
             await asyncio.sleep(min(1.0, idle / 4))
     finally:
         server.close()
@@ -207,4 +218,4 @@ async def serve(path: Path, idle: float) -> None:
                 path.unlink()
 
 
-__all__ = ["connect", "enabled", "host_environment", "idle_seconds", "peer", "serve", "socket_path"]
+__all__ = ["connect", "enabled", "host_environment", "idle_seconds", "peer", "serve", "socket_path", "unused_idle"]
