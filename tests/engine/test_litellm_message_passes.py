@@ -38,6 +38,9 @@ PLACES = [
     ("litellm.llms.openai.openai", "translate_developer_role_for_openai_compatible_endpoint"),
     ("litellm.responses.litellm_completion_transformation.tool_search", "unanswered_tool_search_call_ids"),
     ("litellm.main", "messages_have_pdf_file_part"),
+    ("litellm.main", "update_messages_with_model_file_ids"),
+    ("litellm.litellm_core_utils.prompt_templates.file_id_utils", "update_messages_with_model_file_ids"),
+    ("litellm.litellm_core_utils.prompt_templates.common_utils", "update_messages_with_model_file_ids"),
     ("openai._utils._json", "openapi_dumps"),  # the request body's encoding
     ("openai._base_client", "openapi_dumps"),
 ]
@@ -135,6 +138,33 @@ def test_a_fast_path_of_messages_alone_gives_what_litellm_gives(module: str, att
                                                                  messages: list[dict[str, Any]]) -> None:
     fast = _fast(module, attr)
     _same(fast, fast.__wrapped__, messages)
+
+
+file_parts = st.lists(st.one_of(
+    st.builds(lambda t: {"type": "text", "text": t}, text),
+    st.builds(lambda i: {"type": "file", "file": {"file_id": i}},
+              st.sampled_from(["file-abc", "file-x.pdf", "bGl0ZWxsbV9wcm94eTthcHBsaWNhdGlvbi9wZGY7dW5pZmllZF9pZCx4"])),
+    st.just({"type": "file", "file": "not a dict"}),
+    st.just({"type": "file", "file": {"file_data": "data:application/pdf;base64,JVBERi0xLjQK"}}),
+), min_size=1, max_size=3)
+
+
+@SETTINGS
+@given(messages=st.lists(st.one_of(message(), st.builds(lambda p: {"role": "user", "content": p}, file_parts)),
+                         max_size=6),
+       mapping=st.sampled_from([{}, {"file-abc": {"m1": "provider-file-1"}}]), model_id=st.sampled_from([None, "m1"]))
+def test_the_file_id_pass_gives_what_litellm_gives(messages: list[dict[str, Any]], mapping: dict[str, Any],
+                                                    model_id: str | None) -> None:
+    """Issue 9, cold start: with no user content but text the pass returns the list without importing
+    litellm's proxy types (0.07 s of the first request); with file parts it is litellm's own."""
+    fast = _fast("litellm.main", "update_messages_with_model_file_ids")
+    a, b = copy.deepcopy(messages), copy.deepcopy(messages)
+    want = fast.__wrapped__(messages=b, model_id=model_id, model_file_id_mapping=mapping)
+    got = fast(messages=a, model_id=model_id, model_file_id_mapping=mapping)
+    assert got == want and a == b  # the same answer and the same edits in place
+    plain = all(m.get("role") != "user" or not m.get("content") or type(m["content"]) is str for m in messages)
+    if plain:
+        assert got is a  # returned as it was: nothing to map
 
 
 @SETTINGS

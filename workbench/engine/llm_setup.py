@@ -329,6 +329,9 @@ def _lighten_per_message_passes() -> None:
     _fast_tool_search()
     _install("litellm.main", "messages_have_pdf_file_part", {"_has_pdf_file_part"}, _fast_pdf_parts)
     _fast_openai_transform()
+    _install("litellm.litellm_core_utils.prompt_templates.file_id_utils", "update_messages_with_model_file_ids",
+             {"convert_b64_uid_to_unified_uid", "is_base64_encoded_unified_file_id"}, _fast_file_ids,
+             "litellm.main", "litellm.litellm_core_utils.prompt_templates.common_utils")
 
 
 def _fast_thought_signatures() -> None:
@@ -379,6 +382,26 @@ def _fast_validate(original: Any) -> Any:
             out.append(clean)
         return out
     return validate_and_fix_openai_messages
+
+
+def _fast_file_ids(original: Any) -> Any:
+    def update_messages_with_model_file_ids(messages: Any, model_id: Any = None,
+                                            model_file_id_mapping: Any = None) -> Any:
+        # The original maps the file ids of a user message's "file" content parts, and first imports
+        # litellm's proxy server types to do it (0.07 s, on the first request's path: issue 9, cold
+        # start). With every message a dict and no user content but text, it changes nothing and returns
+        # the same list.
+        for m in messages:
+            if type(m) is not dict:
+                break
+            if m.get("role") == "user":
+                content = m.get("content")
+                if content and type(content) is not str:
+                    break
+        else:
+            return messages
+        return original(messages=messages, model_id=model_id, model_file_id_mapping=model_file_id_mapping)
+    return update_messages_with_model_file_ids
 
 
 def _fast_developer_roles(original: Any) -> Any:
@@ -560,14 +583,21 @@ def _import_without_collections() -> ModuleType:
     The import creates ~3,000 modules and ~2,500 pydantic classes, nearly all of which live as long as
     the process; each collection their allocations trigger walks the whole growing heap again, for
     nothing it could free: 2.5-2.75 -> 2.0 s here. What the import leaves is then frozen, as
-    ``_freeze_import_heap`` does, but without its collection first: that took 0.13 s on the first
-    request's path and freed nothing (the import leaves no cyclic garbage: measured, litellm 1.110; had
-    it left some, it would stay, once). Freezing before the collector is back on also keeps the
-    allocation count from setting off a full collection at once (another 0.14 s). A caller that had the
-    collector off keeps it off.
+    ``_freeze_import_heap`` does, but without its collection first: that took 0.13-0.18 s on the first
+    request's path to free ~1,900 objects (~0.5 MB, litellm 1.110), which therefore stay, once a process,
+    with what other threads left in cycles during the import. Freezing before the collector is back on
+    also keeps the allocation count from setting off a full collection at once (another 0.14 s). A
+    caller that had the collector off keeps it off. litellm imported before (by a caller of its own):
+    collected and frozen as before.
     """
     import gc
+    import sys
 
+    if "litellm" in sys.modules:
+        import litellm
+
+        _freeze_import_heap()
+        return litellm
     was_enabled = gc.isenabled()
     gc.disable()
     try:
@@ -699,18 +729,21 @@ async def _warm(litellm: ModuleType) -> None:
                 importlib.import_module(module)
             except Exception:  # noqa: BLE001 - best effort: a renamed module only costs speed
                 log.debug("warm-up: could not import %s", module)
-    try:
-        response = await litellm.acompletion(
-            model="openai/gpt-4o-mini",
-            messages=[{"role": "user", "content": "warm up"}],
-            mock_response=_mock_answer(),
-            stream=True,
-            stream_options={"include_usage": True},
-        )
-        async for _ in response:
-            pass
-        litellm.cost_per_token(model="openai/gpt-4o-mini", prompt_tokens=1, completion_tokens=1)
-    except Exception as exc:  # noqa: BLE001 - warm-up must never break start-up
-        log.debug("warm-up: mock stream failed: %s", exc)
+    for answer in (_mock_answer(), "ok"):  # text when another litellm takes no chunk as a mock answer
+        try:
+            response = await litellm.acompletion(
+                model="openai/gpt-4o-mini",
+                messages=[{"role": "user", "content": "warm up"}],
+                mock_response=answer,
+                stream=True,
+                stream_options={"include_usage": True},
+            )
+            chunks = [chunk async for chunk in response]
+            litellm.cost_per_token(model="openai/gpt-4o-mini", prompt_tokens=1, completion_tokens=1)
+        except Exception as exc:  # noqa: BLE001 - warm-up must never break start-up
+            log.debug("warm-up: mock stream failed: %s", exc)
+            continue
+        if chunks:
+            break
     _freeze_import_heap()  # the modules the first call imported lazily, too
     _warmed = True
