@@ -84,3 +84,50 @@ def test_truncate_to_tokens_edges():
     assert tokens.truncate_to_tokens("abc", 0) == ("", True)
     text, cut = tokens.truncate_to_tokens("日本語のテキスト" * 20, 5)
     assert cut and "\ufffd" not in text and ("日本語のテキスト" * 20).startswith(text)
+
+
+def _count_in_a_process(data_dir: Path, *, parse_forbidden: bool = False) -> dict[str, object]:
+    code = f"""
+import json, sys
+if {parse_forbidden!r}:
+    import tiktoken.load
+    def refuse(*a, **k):
+        raise AssertionError("the rank file was parsed")
+    tiktoken.load.load_tiktoken_bpe = refuse
+    import tiktoken_ext.openai_public as op
+    op.load_tiktoken_bpe = refuse
+from workbench.engine.tokens import estimate_tokens, _load
+n = estimate_tokens({SENTENCE!r})
+import tiktoken
+print(json.dumps({{"n": n, "registered": tiktoken.get_encoding("o200k_base") is _load()}}))
+"""
+    env = {k: v for k, v in os.environ.items() if k != "TIKTOKEN_CACHE_DIR"}
+    env.update(PYTHONPATH=str(ROOT), WORKBENCH_DATA_DIR=str(data_dir))
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    assert "rough" not in out.stderr
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def test_a_later_process_builds_the_encoding_from_the_kept_table_not_the_rank_file(tmp_path):
+    """Issue 9, cold start: tiktoken's parse of the 3.6 MB rank file (0.15-0.3 s) is done once a user."""
+    exact = tokens.estimate_tokens(SENTENCE)
+    first = _count_in_a_process(tmp_path)
+    [kept] = (tmp_path / "cache").glob("o200k_base-tiktoken-*.marshal")
+    assert first == {"n": exact, "registered": True}  # litellm's get_encoding gets the same one
+    assert _count_in_a_process(tmp_path, parse_forbidden=True) == {"n": exact, "registered": True}
+    assert oct((tmp_path / "cache").stat().st_mode & 0o777) == "0o700"
+    # A damaged table is never read: the rank file is parsed again and the table written whole again.
+    damaged = bytearray(kept.read_bytes())
+    damaged[len(damaged) // 2] ^= 0xFF
+    kept.write_bytes(bytes(damaged))
+    with pytest.raises(AssertionError, match="the rank file was parsed"):
+        _count_in_a_process(tmp_path, parse_forbidden=True)
+    assert _count_in_a_process(tmp_path) == {"n": exact, "registered": True}
+    assert _count_in_a_process(tmp_path, parse_forbidden=True)["n"] == exact
+
+
+def test_an_unwritable_data_folder_only_costs_the_parse(tmp_path):
+    blocked = tmp_path / "data"
+    blocked.write_text("a file where the folder would be")
+    assert _count_in_a_process(blocked) == {"n": tokens.estimate_tokens(SENTENCE), "registered": True}

@@ -3,11 +3,14 @@
 litellm bundles tiktoken's cache files in ``litellm_core_utils/tokenizers``; pointing
 ``TIKTOKEN_CACHE_DIR`` there lets tiktoken load without the network and without importing litellm
 (a ~3 s import). When the file is missing or corrupt we fall back to a character estimate rather
-than let tiktoken download it.
+than let tiktoken download it. The parsed table is kept in the per-user data folder
+(``cache/o200k_base-tiktoken-<version>.marshal``, checked by its SHA-256), so a later process builds
+the encoding from it without parsing the file again (issue 9: the first request's path).
 """
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import importlib.util
 import logging
@@ -55,6 +58,89 @@ def _cache_file_ok(folder: Path) -> bool:
     return hashlib.sha256(data).hexdigest() == _O200K_SHA256
 
 
+def _ranks_cache_path() -> Path:
+    """Where the parsed encoding is kept: the per-user data folder (never a workspace, never ``/user``)."""
+    import tiktoken
+
+    from workbench.config.user import user_data_dir
+
+    return user_data_dir() / "cache" / f"{ENCODING_NAME}-tiktoken-{tiktoken.__version__}.marshal"
+
+
+def _from_ranks_cache() -> Any:
+    """The encoding built from its parsed form (``_save_ranks_cache``), or None (none yet, or unusable).
+
+    Issue 9, cold start: tiktoken parses its 3.6 MB rank file line by line (200,000 base64 decodes,
+    0.15-0.3 s, competing for the interpreter with litellm's import on the first request's path);
+    unmarshalling the parsed table takes ~0.04 s. The file ends with the SHA-256 of what precedes it,
+    checked before ``marshal`` reads a byte of it."""
+    import marshal
+
+    import tiktoken
+
+    try:
+        data = _ranks_cache_path().read_bytes()
+    except OSError:
+        return None
+    payload, digest = data[:-32], data[-32:]
+    if len(data) <= 32 or hashlib.sha256(payload).digest() != digest:
+        return None
+    try:
+        args = marshal.loads(payload)
+        if not isinstance(args, dict) or args.get("source_sha256") != _O200K_SHA256:
+            return None
+        return tiktoken.Encoding(name=ENCODING_NAME, pat_str=args["pat_str"], mergeable_ranks=args["mergeable_ranks"],
+                                 special_tokens=args["special_tokens"])
+    except Exception:  # noqa: BLE001 - any other shape: parse the rank file again
+        return None
+
+
+def _save_ranks_cache(args: dict[str, Any]) -> None:
+    """Keep the parsed encoding for the next process (best effort: an unwritable folder only costs time)."""
+    import marshal
+    import tempfile
+
+    path = _ranks_cache_path()
+    try:
+        payload = marshal.dumps({"source_sha256": _O200K_SHA256, "pat_str": args["pat_str"],
+                                 "mergeable_ranks": args["mergeable_ranks"], "special_tokens": args["special_tokens"]})
+        path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}-", suffix=".tmp")
+        try:
+            with os.fdopen(fd, "wb") as f:
+                f.write(payload + hashlib.sha256(payload).digest())
+            os.replace(tmp, path)  # whole or not at all, whoever writes it at the same time
+        except BaseException:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)
+            raise
+    except (OSError, ValueError, KeyError) as exc:
+        log.debug("token estimates: the parsed encoding was not kept (%s)", exc)
+
+
+def _parsed_and_kept() -> Any:
+    """tiktoken's own parse of the rank file (its cache folder set to litellm's), kept for next time."""
+    import tiktoken
+    from tiktoken_ext import openai_public
+
+    args = openai_public.o200k_base()
+    encoding = tiktoken.Encoding(**args)
+    _save_ranks_cache(args)
+    return encoding
+
+
+def _register(encoding: Any) -> Any:
+    """Make ``encoding`` the one ``tiktoken.get_encoding`` gives (litellm counts tokens with it): parsed
+    once a process, as before. The registry is tiktoken's; without one, litellm loads its own."""
+    import tiktoken.registry as registry
+
+    encodings = getattr(registry, "ENCODINGS", None)
+    if isinstance(encodings, dict):
+        with getattr(registry, "_lock", contextlib.nullcontext()):
+            encoding = encodings.setdefault(ENCODING_NAME, encoding)
+    return encoding
+
+
 def _load() -> Any:
     """Load the encoding once (thread-safe); None means "use the fallback"."""
     global _loaded, _encoding
@@ -64,8 +150,16 @@ def _load() -> Any:
         if _loaded:
             return _encoding
         encoding = None
+        try:
+            encoding = _from_ranks_cache()
+        except Exception:  # noqa: BLE001 - no tiktoken, no data folder: the paths below say what is wrong
+            encoding = None
         folder = litellm_tokenizers_dir()
-        if folder is None or not _cache_file_ok(folder):
+        if encoding is not None:
+            if folder is not None:  # as below: litellm's tokenizers, never a download
+                os.environ["TIKTOKEN_CACHE_DIR"] = str(folder)
+            encoding = _register(encoding)
+        elif folder is None or not _cache_file_ok(folder):
             log.warning(
                 "token estimates: the offline %s encoding was not found in litellm's tokenizers folder; "
                 "using a rough 4-characters-per-token estimate",
@@ -76,9 +170,7 @@ def _load() -> Any:
             # could lack the file and make tiktoken download it.
             os.environ["TIKTOKEN_CACHE_DIR"] = str(folder)
             try:
-                import tiktoken
-
-                encoding = tiktoken.get_encoding(ENCODING_NAME)
+                encoding = _register(_parsed_and_kept())
             except Exception as exc:  # noqa: BLE001 - any failure falls back to the estimate
                 log.warning("token estimates: could not load %s (%s); using a rough estimate", ENCODING_NAME, exc)
                 encoding = None
