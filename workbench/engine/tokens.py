@@ -64,7 +64,8 @@ def _ranks_cache_path() -> Path:
 
     from workbench.config.user import user_data_dir
 
-    return user_data_dir() / "cache" / f"{ENCODING_NAME}-tiktoken-{tiktoken.__version__}.marshal"
+    version = getattr(tiktoken, "__version__", "unknown")
+    return user_data_dir() / "cache" / f"{ENCODING_NAME}-tiktoken-{version}.marshal"
 
 
 def _from_ranks_cache() -> Any:
@@ -100,8 +101,8 @@ def _save_ranks_cache(args: dict[str, Any]) -> None:
     import marshal
     import tempfile
 
-    path = _ranks_cache_path()
     try:
+        path = _ranks_cache_path()
         payload = marshal.dumps({"source_sha256": _O200K_SHA256, "pat_str": args["pat_str"],
                                  "mergeable_ranks": args["mergeable_ranks"], "special_tokens": args["special_tokens"]})
         path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
@@ -114,7 +115,7 @@ def _save_ranks_cache(args: dict[str, Any]) -> None:
             with contextlib.suppress(OSError):
                 os.unlink(tmp)
             raise
-    except (OSError, ValueError, KeyError) as exc:
+    except Exception as exc:  # noqa: BLE001 - best effort: the encoding is already built
         log.debug("token estimates: the parsed encoding was not kept (%s)", exc)
 
 
