@@ -13,7 +13,8 @@ if TYPE_CHECKING:
 
 
 #: Path components the Save verdict follows on the GUI thread before it gives up (``_link_target``): a
-#: real path has tens; each is a system call or two (~2 µs), so the window waits at most a few ms.
+#: real path has tens; each is a system call or two (~2 µs) and a copy of a path of at most 8,192
+#: characters (``realpath.MAX_PATH_CHARS``), so the window waits a few ms at most.
 LINK_STEPS = 2048
 
 
@@ -53,6 +54,8 @@ class DocumentCalls:
             verdicts = self._write_verdicts(path)
         except LinksTooDeep as e:  # not judged where it leads, so not saved: never a stalled window
             return False, str(e), []
+        except ValueError:  # a name that is not text (a lone surrogate: a file name's undecodable bytes)
+            return False, f"Refused: {path}: its name is not valid text, so no rule can be checked on it", []
         denied = [v for v in verdicts if v.effect == "deny"]
         if denied:
             return False, "Denied: " + "; ".join(v.reason for v in denied), verdicts
@@ -100,8 +103,9 @@ class DocumentCalls:
             raise e.with_path(v) from None
         except PathError:
             return None
-        except OSError as e:  # a link changed while it was followed: not judged, so not saved
-            raise LinksTooDeep(v, f"its links could not be followed ({e.strerror or e})") from None
+        except (OSError, ValueError) as e:  # a link changed while followed, a name the OS cannot take:
+            # not judged, so not saved
+            raise LinksTooDeep(v, f"its links could not be followed ({getattr(e, 'strerror', None) or e})") from None
         point = v if inner == "/" else v[: len(v) - len(inner)]  # the mount point ("" for "/")
         return led if point in ("", "/") else (point if led == "/" else point + led)
 

@@ -98,12 +98,26 @@ def test_every_component_counts_so_links_spelled_long_cannot_outrun_the_bound(tm
     (tmp_path / "end.md").write_text("x")
     os.symlink("/".join(names) + "/end.md", tmp_path / "start")
     assert realpath(str(tmp_path / "start")) == os.path.realpath(tmp_path / "start") == str(tmp_path / "end.md")
-    taken = []
-    real_take = bounded._Steps.take
-    monkeypatch.setattr(bounded._Steps, "take", lambda self: taken.append(1) or real_take(self))
-    with pytest.raises(TooManySteps):
+    looked = []
+    real_lstat = os.lstat
+    mine = str(tmp_path)
+    monkeypatch.setattr(bounded.os, "lstat", lambda p: (str(p).startswith(mine) and looked.append(p)) or real_lstat(p))
+    with pytest.raises(TooManySteps, match="more than 2048 path components"):
         realpath(str(tmp_path / "start"), 2048)
-    assert len(taken) == 2049  # the empty and "." components of each link's target counted, then given up
+    assert len(looked) < 10  # given up within the first link's 2,041 components, not after 2,048 names
+
+
+def test_a_path_grown_long_through_links_is_given_up_before_its_copies_grow_square(tmp_path):
+    """Each step copies the path so far: links whose long names (4,000 characters, which ``lstat`` refuses
+    at once) nest made 0.5 s and 200 MB within 2,048 steps. Past 8,192 characters the walk gives up."""
+    n = 60
+    for i in range(1, n + 1):
+        os.symlink((f"L{i + 1}/" if i < n else "./") + "x" * 4000, tmp_path / f"L{i}")
+    os.symlink("L1/" + "/".join(["a", ".."] * 200), tmp_path / "L0")
+    answer = realpath(str(tmp_path / "L0"))
+    assert answer == os.path.realpath(tmp_path / "L0") and len(answer) > 200_000  # unbounded: the same
+    with pytest.raises(TooManySteps, match="grows past 8192 characters"):
+        realpath(str(tmp_path / "L0"), 2048)
 
 
 @pytest.mark.skipif(sys.version_info >= (3, 13), reason="3.13's realpath is iterative: no recursion to exhaust")
@@ -155,6 +169,20 @@ for case in range(400):
     want = os.path.realpath(q)
     assert rp.realpath(q) == want, (case, q, rp.realpath(q), want)
     shutil.rmtree(root)
+# Bounded before the work: links each adding 4,000 empty parts are paid for as they are pushed.
+import tracemalloc
+root = os.path.realpath(tempfile.mkdtemp())
+for i in range(300):
+    os.symlink(f"L{i + 1}" + "/" * 4000, os.path.join(root, f"L{i}"))
+tracemalloc.start()
+try:
+    rp.realpath(os.path.join(root, "L0"), 2048)
+    raise AssertionError("not bounded")
+except rp.TooManySteps:
+    pass
+peak = tracemalloc.get_traced_memory()[1]
+assert peak < 2_000_000, peak
+shutil.rmtree(root)
 print("ok", sys.version[:4])
 """
 

@@ -121,3 +121,15 @@ async def test_P5_a_link_that_cannot_be_followed_is_not_saved_unjudged(workspace
     assert session.write_verdict("/project/AGENTS.md") == (
         False, "Refused: /project/AGENTS.md: its links could not be followed (No such file or directory)")
     await session.close()
+
+
+async def test_P5_a_name_the_system_cannot_take_is_refused_not_an_error(workspace):
+    """A lone surrogate in a path (a name no file system can hold) makes ``lstat`` raise ValueError: the
+    verdict says no, instead of raising past the window (which kept the last file's verdict on screen)."""
+    session = await Session.open(workspace, model=ScriptedModel([]))
+    ok, why = session.write_verdict("/project/open/\udcffbad.md")
+    assert (ok, why) == (False, "Refused: /project/open/\udcffbad.md: its name is not valid text, so no rule can be "
+                                "checked on it")
+    with pytest.raises(BackendRefusal, match="not valid text"):
+        await session.write_document("/project/open/\udcffbad.md", "x")
+    await session.close()

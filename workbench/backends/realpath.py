@@ -6,8 +6,9 @@ of system calls). ``realpath(path, max_steps)`` answers exactly what this Python
 answers (non-strict, POSIX) — the algorithm of ``posixpath`` up to 3.12 (``_joinrealpath``, recursive),
 or from 3.13 on its iterative one, which differs on a path through a symlink loop — but raises
 ``TooManySteps`` once it has taken ``max_steps`` path components (every one: a name, an empty one, ``.``
-or ``..``, each copied or looked at), and up to 3.12 when links nest deeper than Python's recursion allows
-(where ``os.path.realpath`` raises ``RecursionError``). Elsewhere than POSIX it is ``os.path.realpath``.
+or ``..``, each copied or looked at), once the path it resolves grows past ``MAX_PATH_CHARS``, and up to
+3.12 when links nest deeper than Python's recursion allows (where ``os.path.realpath`` raises
+``RecursionError``). Elsewhere than POSIX it is ``os.path.realpath``.
 """
 
 from __future__ import annotations
@@ -21,6 +22,12 @@ class TooManySteps(Exception):
     """The path leads through more components (or links within links) than the caller allowed."""
 
 
+#: The longest resolved path followed under a bound: twice Linux's PATH_MAX. A longer one cannot be
+#: opened anyway, and each step copies the path so far: without this, long names through nested links
+#: make the work grow with the square of the path (0.5 s and 200 MB within 2,048 steps).
+MAX_PATH_CHARS = 8192
+
+
 class _Steps:
     """The components taken so far, against the bound."""
 
@@ -29,10 +36,15 @@ class _Steps:
     def __init__(self, limit: int | None) -> None:
         self.limit, self.taken = limit, 0
 
-    def take(self) -> None:
-        self.taken += 1
-        if self.limit is not None and self.taken > self.limit:
+    def take(self, path: str, count: int = 1) -> None:
+        """``count`` more components, the path resolved so far being ``path``."""
+        if self.limit is None:
+            return
+        self.taken += count
+        if self.taken > self.limit:
             raise TooManySteps(f"more than {self.limit} path components to follow")
+        if len(path) > MAX_PATH_CHARS:
+            raise TooManySteps(f"the path grows past {MAX_PATH_CHARS} characters")
 
 
 def realpath(path: str, max_steps: int | None = None) -> str:
@@ -57,7 +69,7 @@ def _join(path: str, rest: str, seen: dict[str, str | None], steps: _Steps) -> t
         rest = rest[1:]
         path = "/"
     while rest:
-        steps.take()
+        steps.take(path)
         name, _, rest = rest.partition("/")
         if not name or name == ".":
             continue
@@ -95,13 +107,14 @@ def _iterative(filename: str, steps: _Steps) -> str:
     """``posixpath.realpath`` from 3.13 on (non-strict): a stack of the parts still to resolve."""
     rest: list[str | None] = filename.split("/")[::-1]
     path = "/" if filename.startswith("/") else os.getcwd()
+    steps.take(path, len(rest))  # every part is paid for as it is pushed, before the stack can grow
     seen: dict[str, str | None] = {}
     while rest:
         name = rest.pop()
         if name is None:  # a link's target is resolved: the link itself is next on the stack
             seen[rest.pop()] = path  # type: ignore[index]
             continue
-        steps.take()
+        steps.take(path, 0)
         if not name or name == ".":
             continue
         if name == "..":
@@ -124,9 +137,11 @@ def _iterative(filename: str, steps: _Steps) -> str:
         seen[newpath] = None  # being resolved
         if target.startswith("/"):
             path = "/"
+        parts = target.split("/")
+        steps.take(path, len(parts))
         rest.append(newpath)
         rest.append(None)
-        rest.extend(target.split("/")[::-1])
+        rest.extend(parts[::-1])
     return path
 
 
