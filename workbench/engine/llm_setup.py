@@ -729,21 +729,22 @@ async def _warm(litellm: ModuleType) -> None:
                 importlib.import_module(module)
             except Exception:  # noqa: BLE001 - best effort: a renamed module only costs speed
                 log.debug("warm-up: could not import %s", module)
-    for answer in (_mock_answer(), "ok"):  # text when another litellm takes no chunk as a mock answer
+    for answer in (_mock_answer, lambda: "ok"):  # text when another litellm takes no chunk as a mock answer
         try:
             response = await litellm.acompletion(
                 model="openai/gpt-4o-mini",
                 messages=[{"role": "user", "content": "warm up"}],
-                mock_response=answer,
+                mock_response=answer(),
                 stream=True,
                 stream_options={"include_usage": True},
             )
-            chunks = [chunk async for chunk in response]
-            litellm.cost_per_token(model="openai/gpt-4o-mini", prompt_tokens=1, completion_tokens=1)
+            if [chunk async for chunk in response]:
+                break
         except Exception as exc:  # noqa: BLE001 - warm-up must never break start-up
             log.debug("warm-up: mock stream failed: %s", exc)
-            continue
-        if chunks:
-            break
+    try:
+        litellm.cost_per_token(model="openai/gpt-4o-mini", prompt_tokens=1, completion_tokens=1)
+    except Exception as exc:  # noqa: BLE001
+        log.debug("warm-up: pricing failed: %s", exc)
     _freeze_import_heap()  # the modules the first call imported lazily, too
     _warmed = True

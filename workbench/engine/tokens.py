@@ -122,8 +122,12 @@ def _save_ranks_cache(args: dict[str, Any]) -> None:
 def _parsed_and_kept() -> Any:
     """tiktoken's own parse of the rank file (its cache folder set to litellm's), kept for next time."""
     import tiktoken
+    import tiktoken.registry
     from tiktoken_ext import openai_public
 
+    registered = getattr(tiktoken.registry, "ENCODINGS", {}).get(ENCODING_NAME)
+    if registered is not None:  # litellm loaded it first (its own token count): not parsed twice
+        return registered
     args = openai_public.o200k_base()
     encoding = tiktoken.Encoding(**args)
     _save_ranks_cache(args)

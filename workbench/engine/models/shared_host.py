@@ -208,14 +208,24 @@ async def serve(path: Path, idle: float) -> None:
     server = await asyncio.start_unix_server(client, path=str(path))
     os.chmod(path, 0o600)
     ours = path.stat().st_ino
-    try:
-        while clients or time.monotonic() - last < (idle if used else unused_idle(idle)):
-            await asyncio.sleep(min(1.0, idle / 4))
-    finally:
-        server.close()
+
+    def let_go() -> None:
         with contextlib.suppress(OSError):
             if path.stat().st_ino == ours:  # never remove a newer host's socket
                 path.unlink()
+
+    try:
+        while clients or time.monotonic() - last < (idle if used else unused_idle(idle)):
+            await asyncio.sleep(min(1.0, idle / 4))
+        # No command finds the socket from now on (the next one starts a new host); one that connected in
+        # the last moment (accepted, or still in the listen queue) is served until it goes, not cut off.
+        let_go()
+        await asyncio.sleep(0.2)
+        while clients:
+            await asyncio.sleep(0.2)
+    finally:
+        server.close()
+        let_go()
 
 
 __all__ = ["connect", "enabled", "host_environment", "idle_seconds", "peer", "serve", "socket_path", "unused_idle"]
