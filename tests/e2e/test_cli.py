@@ -43,6 +43,7 @@ def env(tmp_path: Path) -> dict[str, str]:
         WORKBENCH_CONFIG_DIR=str(tmp_path / "config"),
         WORKBENCH_DATA_DIR=str(tmp_path / "data"),
         PYTHONUNBUFFERED="1",
+        PYTHONFAULTHANDLER="1",  # a hung command prints its threads on SIGABRT (``_communicate``)
     )
     for key in ("ANTHROPIC_API_KEY", "OPENAI_API_BASE", "OPENAI_BASE_URL", "WORKBENCH_DEBUG"):
         e.pop(key, None)
@@ -114,12 +115,19 @@ def closed_port() -> int:
 
 
 def _communicate(proc: subprocess.Popen[Any], timeout: float) -> tuple[Any, Any]:
+    """The process's output once it exits; one that hangs is made to print where each of its threads
+    is (``PYTHONFAULTHANDLER``, set in ``env``, on SIGABRT) and the test fails showing it."""
     try:
         return proc.communicate(timeout=timeout)
     except subprocess.TimeoutExpired:
-        proc.kill()
-        proc.communicate()
-        raise
+        proc.send_signal(signal.SIGABRT)
+        try:
+            _, err = proc.communicate(timeout=10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            _, err = proc.communicate()
+        text = err.decode(errors="replace") if isinstance(err, bytes) else err
+        pytest.fail(f"{proc.args} did not exit within {timeout:g} s; its threads then:\n{(text or '')[-6000:]}")
 
 
 def no_traceback(proc: subprocess.CompletedProcess[str]) -> None:
