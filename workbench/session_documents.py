@@ -103,9 +103,8 @@ class DocumentCalls:
             raise e.with_path(v) from None
         except PathError:
             return None
-        except (OSError, ValueError) as e:  # a link changed while followed, a name the OS cannot take:
-            # not judged, so not saved
-            raise LinksTooDeep(v, f"its links could not be followed ({getattr(e, 'strerror', None) or e})") from None
+        except OSError as e:  # a link changed while it was followed: not judged, so not saved
+            raise LinksTooDeep(v, f"its links could not be followed ({e.strerror or e})") from None
         point = v if inner == "/" else v[: len(v) - len(inner)]  # the mount point ("" for "/")
         return led if point in ("", "/") else (point if led == "/" else point + led)
 

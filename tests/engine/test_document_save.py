@@ -133,3 +133,14 @@ async def test_P5_a_name_the_system_cannot_take_is_refused_not_an_error(workspac
     with pytest.raises(BackendRefusal, match="not valid text"):
         await session.write_document("/project/open/\udcffbad.md", "x")
     await session.close()
+
+
+async def test_P5_a_name_the_system_cannot_encode_is_refused_even_with_no_rule_to_match(tmp_path):
+    """With no path rule, the name reaches the link check itself (lstat cannot encode it): the same
+    refusal, in the same words, as when a rule's pattern cannot read it."""
+    ws = tmp_path / "plain"
+    ws.mkdir()
+    session = await Session.open(ws, model=ScriptedModel([]))
+    ok, why = session.write_verdict("/project/\ud800.md")
+    assert (ok, why) == (False, "Refused: /project/\ud800.md: its name is not valid text, so no rule can be checked on it")
+    await session.close()
