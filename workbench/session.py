@@ -402,7 +402,7 @@ class Session(ContextCalls, TaskCalls, McpCalls, HistoryCalls, RuleCalls, Docume
             return []
         run = self.last_run
         run_id = run.id if run is not None else ""
-        run_usage = sum((u for _, u in self.store.usage_calls(self.thread_id, run_id)), Usage()) if run_id else Usage()
+        run_usage = Usage.total(u for _, u in self.store.usage_calls(self.thread_id, run_id)) if run_id else Usage()
         cp = self.store.latest_checkpoint(self.thread_id, messages=False)
         steps = cp.step if cp is not None and run_id and cp.run_id == run_id else 0
         return measure_budgets(budgets, run_usage=run_usage, thread_usage=self.usage,

@@ -230,7 +230,7 @@ class Engine(Recovery, ModelCalls, ToolCalls):
         record = self.store.run(cp.run_id)
         rt = _Runtime(self, thread_id, cp.run_id, self._initial_state(cp.state), cp.step, record.input if record else "")
         rt.started = record.started if record else time.time()
-        rt.run_usage = sum((u for _, u in self.store.usage_calls(thread_id, cp.run_id)), Usage())
+        rt.run_usage = Usage.total(u for _, u in self.store.usage_calls(thread_id, cp.run_id))
         rt.thread_usage = self.store.thread_usage(thread_id)
         rt.turn_snapshot = dict(cp.pending.get("turn_snapshot", {}))
         rt.answers = normalized

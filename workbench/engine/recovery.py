@@ -95,7 +95,7 @@ class Recovery:
             rt.started = record.started
             if next_seq is not None:
                 rt.next_seq = next_seq
-            usage = sum((u for _, u in self.store.usage_calls(thread_id, record.id)), Usage())
+            usage = Usage.total(u for _, u in self.store.usage_calls(thread_id, record.id))
             closing: list[tuple[str, dict[str, Any]]] = []
             if own and cp is not None:
                 before = {cid: ToolOutcome(o["status"], o["content"])
@@ -163,7 +163,7 @@ class Recovery:
         self._check_idle(thread_id)
         rt = _Runtime(self, thread_id, cp.run_id, self._initial_state(cp.state), cp.step, record.input if record else "")
         rt.started = record.started if record else time.time()
-        rt.run_usage = sum((u for _, u in self.store.usage_calls(thread_id, cp.run_id)), Usage())
+        rt.run_usage = Usage.total(u for _, u in self.store.usage_calls(thread_id, cp.run_id))
         rt.thread_usage = self.store.thread_usage(thread_id)
         rt.turn_snapshot = dict(cp.pending.get("turn_snapshot", {}))
         if record is not None and not _has_turn(rt):

@@ -147,7 +147,7 @@ class TaskSpending:
         cp = store.latest_checkpoint(task.parent_thread, messages=False)
         state = dict(cp.state) if cp is not None else {}
         run = str((state.get(CHARGED) or {}).get(task.id) or task.parent_run)
-        run_usage = sum((u for _, u in store.usage_calls(task.parent_thread, run)), Usage())
+        run_usage = Usage.total(u for _, u in store.usage_calls(task.parent_thread, run))
         figures = measure_budgets(budget.limits, run_usage=run_usage,
                                   thread_usage=store.thread_usage(task.parent_thread), state=state, run_id=run)
         left, scopes = _least_left(figures)

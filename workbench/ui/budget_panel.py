@@ -441,7 +441,7 @@ class BudgetPanel(QWidget):
             self._run_usage, self._run_models = {}, {}
             return
         self._run_models = s.usage_by_model(run_id)
-        self._run_usage = sum(self._run_models.values(), Usage()).to_dict()
+        self._run_usage = Usage.total(self._run_models.values()).to_dict()
 
     def _load_figures(self) -> None:
         """The committed figures (``Session.budget_figures``): a reopened thread, a finished run."""
@@ -514,7 +514,7 @@ class BudgetPanel(QWidget):
         rows = self._run_models if scope == "run" else self._thread_models
         self.models.set_rows(rows)
         self._fit_table()
-        total = sum(rows.values(), Usage())
+        total = Usage.total(rows.values())
         self.cost_label.setText(f"Total: {_cost_text(total)}")
         unpriced = [m for m, u in rows.items() if u.unpriced_calls or (u.calls and u.cost_usd is None)]
         self.unpriced_label.setText("\n".join(f"tokens only — {m} has no price in litellm" for m in unpriced))
