@@ -243,8 +243,10 @@ def test_approve_ask_at_a_terminal_prompts(ws, env, stub_server):
 
 
 @pytest.mark.skipif(not hasattr(os, "openpty"), reason="needs a pseudo-terminal")
-def test_ctrl_c_at_the_approval_prompt_leaves_the_run_suspended(ws, env, stub_server):
-    """`resume` at a terminal prompts before any run starts; Ctrl-C there keeps the run suspended."""
+@contextlib.contextmanager
+def _resume_at_its_prompt(ws: Path, env: dict[str, str], stub_server: StubServer) -> Iterator[tuple[subprocess.Popen[bytes], str, bytes]]:
+    """A run suspended for approval, then `workbench resume` on a terminal (a pty) showing its
+    approval prompt: yields the process, the thread and the stderr seen so far."""
     import select
 
     stub_server.script(write_call())
@@ -265,17 +267,46 @@ def test_ctrl_c_at_the_approval_prompt_leaves_the_run_suspended(ws, env, stub_se
             if ready:
                 seen += os.read(proc.stderr.fileno(), 65536)
         assert b"approve?" in seen, seen
-        proc.send_signal(signal.SIGINT)
-        _, rest = _communicate(proc, 30)
+        yield proc, thread, seen
     finally:
         os.close(master)
         os.close(slave)
-    err = (seen + rest).decode()
+
+
+def _left_suspended(proc: subprocess.Popen[bytes], err: str, thread: str, ws: Path, stub_server: StubServer) -> None:
     assert proc.returncode == 4, err
     assert "Traceback" not in err
     assert f"workbench resume --thread {thread}" in err
     assert not (ws / "a.md").exists()
     assert len(stub_server.requests) == 1
+
+
+def test_ctrl_c_at_the_approval_prompt_leaves_the_run_suspended(ws, env, stub_server):
+    """`resume` at a terminal prompts before any run starts; Ctrl-C there keeps the run suspended."""
+    with _resume_at_its_prompt(ws, env, stub_server) as (proc, thread, seen):
+        proc.send_signal(signal.SIGINT)
+        _, rest = _communicate(proc, 30)
+    _left_suspended(proc, (seen + rest).decode(), thread, ws, stub_server)
+
+
+_TGKILL = {"x86_64": 234, "aarch64": 131}.get(os.uname().machine if hasattr(os, "uname") else "")
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux") or _TGKILL is None, reason="tgkill: Linux x86_64/aarch64")
+def test_ctrl_c_that_lands_on_another_thread_still_ends_the_prompt(ws, env, stub_server):
+    """The kernel may hand a process's SIGINT to any thread (once in CI: `resume` sat at its prompt
+    after Ctrl-C and printed nothing). Sent here to each of the command's other threads: the prompt
+    still ends, the run stays suspended, and the command says how to resume."""
+    import ctypes
+
+    with _resume_at_its_prompt(ws, env, stub_server) as (proc, thread, seen):
+        others = [int(t) for t in os.listdir(f"/proc/{proc.pid}/task") if int(t) != proc.pid]
+        assert others, "the command has no other thread to receive the signal"
+        libc = ctypes.CDLL(None, use_errno=True)
+        for tid in others:  # one of them is enough; a thread that has ended meanwhile is skipped
+            libc.syscall(_TGKILL, proc.pid, tid, signal.SIGINT)
+        _, rest = _communicate(proc, 30)
+    _left_suspended(proc, (seen + rest).decode(), thread, ws, stub_server)
 
 
 # ---------------------------------------------------------------------------------------------------

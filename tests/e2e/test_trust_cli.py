@@ -211,3 +211,60 @@ def test_the_sigint_context_raises_inside_and_restores_the_handler_after():
         assert seen == [mine]
     finally:
         signal.signal(signal.SIGINT, previous)
+
+
+def test_ctrl_c_delivered_to_another_thread_interrupts_the_terminal_read():
+    """A process's SIGINT may be delivered to any of its threads; the prompts' read (``read_answer``)
+    must still end at once with KeyboardInterrupt, not when the person next presses Enter. Here the
+    signal is sent to a background thread while the main thread waits on a pipe nobody writes to;
+    a line written after 10 s is the way out if the read were not interrupted."""
+    import threading
+
+    from workbench.cli import decide
+
+    read_end, write_end = os.pipe()
+    stop = threading.Event()
+    escaped = threading.Event()
+    bystander = threading.Thread(target=stop.wait, name="bystander", daemon=True)  # receives the signal
+    bystander.start()
+
+    def way_out() -> None:
+        if not stop.wait(10):
+            escaped.set()
+            os.write(write_end, b"\n")
+
+    threading.Thread(target=way_out, daemon=True).start()
+    stdin = os.fdopen(read_end, "r", closefd=False)
+    saved = sys.stdin
+    sys.stdin = stdin
+    try:
+        assert bystander.ident is not None
+        threading.Timer(0.3, signal.pthread_kill, (bystander.ident, signal.SIGINT)).start()
+        with pytest.raises(KeyboardInterrupt):
+            with decide._sigint_raises():
+                decide.read_answer()
+        assert not escaped.is_set(), "the read ended only when a line came, not at the Ctrl-C"
+    finally:
+        sys.stdin = saved
+        stop.set()
+        stdin.close()
+        os.close(read_end)
+        os.close(write_end)
+
+
+def test_read_answer_returns_the_line_typed_and_empty_at_end_of_input():
+    from workbench.cli import decide
+
+    read_end, write_end = os.pipe()
+    os.write(write_end, "ja, gewiß\n".encode())
+    stdin = os.fdopen(read_end, "r", encoding="utf-8", closefd=False)
+    saved = sys.stdin
+    sys.stdin = stdin
+    try:
+        assert decide.read_answer() == "ja, gewiß\n"
+        os.close(write_end)
+        assert decide.read_answer() == ""
+    finally:
+        sys.stdin = saved
+        stdin.close()
+        os.close(read_end)

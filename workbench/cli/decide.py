@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import argparse
+import os
+import select
 import signal
 import sys
 from collections.abc import Iterator, Sequence
@@ -39,6 +41,34 @@ def _sigint_raises() -> Iterator[None]:
     finally:
         if previous is not None:
             signal.signal(signal.SIGINT, previous)
+
+
+# How long the terminal read waits at a time before Python looks for a signal that arrived on another
+# thread (``read_answer``): a Ctrl-C takes at most this long to act.
+SIGNAL_SLICE = 0.1
+
+
+def read_answer() -> str:
+    """One line typed at the terminal ('' at end of input), which Ctrl-C interrupts whichever thread the
+    kernel hands the SIGINT to.
+
+    A signal sent to a process may be delivered to any of its threads (the store's claim heartbeat, the
+    model import, ...). Python runs the handler on the main thread, but only when that thread next runs
+    Python code: a main thread blocked in ``read()`` gets no EINTR and would wait for a line nobody types,
+    a Ctrl-C that does nothing. So on POSIX the read waits in ``select()`` slices and returns to Python
+    between them. The terminal stays in its canonical mode (nothing here changes it), where one read
+    returns one line at most, so no typed line sits unseen in ``sys.stdin``'s buffer while select waits.
+    """
+    stdin = sys.stdin
+    try:
+        fd = stdin.fileno() if os.name == "posix" else -1
+    except (AttributeError, OSError, ValueError):  # a stream with no descriptor (tests, embedding)
+        fd = -1
+    while fd >= 0:
+        ready, _, _ = select.select([fd], [], [], SIGNAL_SLICE)
+        if ready:
+            break
+    return stdin.readline()
 
 
 class _Decider:
@@ -107,7 +137,7 @@ class _Decider:
                 self.output.line("")
                 sys.stderr.write(prompt)
                 sys.stderr.flush()
-                line = sys.stdin.readline()
+                line = read_answer()
         except KeyboardInterrupt:
             raise _Suspended() from None
         if not line:  # EOF: nobody to ask
@@ -248,7 +278,7 @@ def _trust_decision(workspace: Path, args: argparse.Namespace, *, interactive: b
     with _sigint_raises():  # Ctrl-C: KeyboardInterrupt, exit 3, nothing run
         sys.stderr.write("Trust this workspace? [y/N] ")
         sys.stderr.flush()
-        answer = sys.stdin.readline().strip().lower()
+        answer = read_answer().strip().lower()
     if answer not in ("y", "yes"):
         return False
     shown = trust.settings_hash(reqs)
