@@ -248,3 +248,30 @@ def test_stop_sends_what_is_queued_then_ends_the_host() -> None:
     finally:
         if host.process is not None and host.process.poll() is None:
             host.process.kill()
+
+
+async def test_a_warm_up_lost_with_its_host_is_asked_again_of_the_next_one(stub_server) -> None:
+    """The host died before it answered the warm-up: the model's window and price were never learnt.
+    The next call, in a new host, asks again, so C7's trigger and B2's price for a cut call are known."""
+    model_info._windows.pop("openai/gpt-4o-mini", None)  # noqa: SLF001 - a process that never learnt them
+    model_info._prices.pop("openai/gpt-4o-mini", None)  # noqa: SLF001
+    stub_server.script(StubReply(text="ok"))
+    model = ProcessModel(LiteLLMModel("openai/gpt-4o-mini", api_base=stub_server.url, api_key="sk-x"))
+    host = ModelHost.shared()
+    os.kill(host.pid, signal.SIGSTOP)  # it cannot answer the warm-up, then dies with it unanswered
+    try:
+        warm = model.warm_up()
+        await asyncio.sleep(0.2)
+        assert not warm.done()
+    finally:
+        os.kill(host.pid, signal.SIGKILL)
+        os.kill(host.pid, signal.SIGCONT)
+    with pytest.raises(ModelError):
+        await asyncio.wait_for(asyncio.wrap_future(warm), 30)
+    assert "openai/gpt-4o-mini" not in model_info._windows  # noqa: SLF001 - nothing learnt from a host
+    assert model_info.prices("openai/gpt-4o-mini") is None
+    _, final = await collect(model)
+    assert final.message.content == "ok" and ModelHost.shared().pid != host.pid
+    await model_info.settled("openai/gpt-4o-mini", 60)
+    assert model_info._windows.get("openai/gpt-4o-mini") == 128000  # noqa: SLF001 - learnt from the new host
+    assert model_info.prices("openai/gpt-4o-mini") is not None

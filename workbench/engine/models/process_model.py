@@ -334,6 +334,10 @@ class ProcessModel:
                 async for item in self.inner.stream(request):
                     yield item
                 return
+            if self._warm is not None and self._warm.done() and self._warm.exception() is not None:
+                # the warm-up died with an earlier host: ask this one, so the model's window (C7) and
+                # price (B2, a call cut mid-stream) are known from the next step on
+                self.warm_up()
             call_id, queue = host.open_stream(self._spec(), request)
             finished = yielded = False
             try:
