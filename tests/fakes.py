@@ -7,7 +7,7 @@ from __future__ import annotations
 import asyncio
 import os
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
@@ -104,6 +104,41 @@ class MemoryKeyring(KeyringBackend):
     def delete_password(self, service: str, username: str) -> None:
         if self.passwords.pop((service, username), None) is None:
             raise PasswordDeleteError(username)
+
+
+class SlowKeyring(MemoryKeyring):
+    """A keyring that takes ``delay`` seconds to answer (D-Bus, or a prompt to unlock it), noting when each
+    read began and ended and on which thread it ran."""
+
+    def __init__(self, delay: float) -> None:
+        super().__init__()
+        self.delay = delay
+        self.reads: list[tuple[float, float, bool]] = []  # (start, end, on the main thread)
+
+    def get_password(self, service: str, username: str) -> str | None:
+        import threading
+
+        start = time.monotonic()
+        time.sleep(self.delay)
+        self.reads.append((start, time.monotonic(), threading.current_thread() is threading.main_thread()))
+        return super().get_password(service, username)
+
+
+async def ticks_during(work: Awaitable[Any]) -> tuple[Any, list[float]]:
+    """``work``'s result, and the times at which this loop ran a 10 ms ticker meanwhile: a loop that
+    something blocked shows a gap."""
+    times: list[float] = []
+
+    async def tick() -> None:
+        while True:
+            times.append(time.monotonic())
+            await asyncio.sleep(0.01)
+
+    ticker = asyncio.ensure_future(tick())
+    try:
+        return await work, times
+    finally:
+        ticker.cancel()
 
 
 def server_marker_fixtures(prefix: str) -> tuple[Any, Any]:

@@ -38,7 +38,7 @@ EventListener = Callable[[Event], None]
 
 
 def make_model(config: WorkbenchConfig, *, api_key: str | None = None, threaded: bool = False,
-               host: bool = False, shared: bool = False) -> Model:
+               host: bool = False, shared: bool = False, key_looked_up: bool = False) -> Model:
     """The model the config names: ``demo`` is the offline scripted one, anything else goes to litellm.
 
     ``threaded`` (the window's own model) or ``host`` (its sub-agents'): the calls run in the model host
@@ -47,14 +47,15 @@ def make_model(config: WorkbenchConfig, *, api_key: str | None = None, threaded:
     ``shared`` (``workbench run``): calls with a key go to this user's shared model host, which keeps
     litellm imported between commands (``models/shared_host.py``); started connecting now, in the
     background, so it overlaps the rest of the set-up. Without a key, or with ``WORKBENCH_MODEL_DAEMON=0``,
-    in-process."""
+    in-process. ``key_looked_up``: a None ``api_key`` is the answer of a look-up already made (no key),
+    not a request to look one up here."""
     if config.model == "demo":
         from workbench.engine.models.demo import DemoModel
 
         return DemoModel()
     from workbench.engine.models.litellm_model import LiteLLMModel
 
-    if api_key is None:
+    if api_key is None and not key_looked_up:
         from workbench.secrets import lookup_api_key
 
         api_key = lookup_api_key(config.model)
@@ -216,8 +217,15 @@ class Session(ContextCalls, TaskCalls, McpCalls, HistoryCalls, RuleCalls, Docume
         from workbench.harness.rule_proposal import apply_session_rules
 
         apply_session_rules(stack, ws)  # Q3: rules saved "for this session" outlive a reopen (G9)
+        looked_up = False
+        if api_key is None and (model is None or isinstance(model, str)) and cfg.model != "demo":
+            from workbench.secrets import lookup_api_key
+
+            # off the loop: the OS keyring may take a while (D-Bus, or a prompt to unlock it), and in the
+            # window this loop is the GUI's
+            api_key, looked_up = await asyncio.to_thread(lookup_api_key, cfg.model), True
         the_model = model if model is not None and not isinstance(model, str) else make_model(
-            cfg, api_key=api_key, threaded=threaded_model, shared=shared_model_host
+            cfg, api_key=api_key, threaded=threaded_model, shared=shared_model_host, key_looked_up=looked_up
         )
         agent = Agent(
             the_model,

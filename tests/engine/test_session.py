@@ -119,3 +119,31 @@ async def test_a_run_cut_off_by_a_crash_reads_as_failed_and_recovers(workspace):
     result = await session.recover()
     assert result.status == "done" and session.status == "done"
     assert [m.content for m in session.messages] == ["hello", "after the crash"]
+
+
+async def test_open_looks_the_key_up_off_the_loop(workspace):
+    """The OS keyring may take a while (D-Bus, a prompt to unlock it); in the window the loop is the GUI's,
+    so Session.open asks it on a worker thread and the loop goes on turning meanwhile."""
+    import keyring
+
+    from tests.fakes import SlowKeyring, ticks_during
+    from workbench import keystore
+
+    (workspace / "workbench.yaml").write_text("model: openai/test-model\n")
+    ring = SlowKeyring(delay=0.5)
+    ring.passwords[(keystore.SERVICE, "openai")] = "sk-from-the-keyring"
+    previous = keyring.get_keyring()
+    keyring.set_keyring(ring)
+    try:
+        session, ticks = await ticks_during(Session.open(workspace))
+    finally:
+        keyring.set_keyring(previous)
+    try:
+        assert len(ring.reads) == 1, ring.reads  # asked once, not again by make_model
+        start, end, on_main = ring.reads[0]
+        assert not on_main
+        assert sum(start <= t <= end for t in ticks) >= 10, "the loop stood still while the keyring answered"
+        inner = getattr(session.engine.agent.model, "inner", session.engine.agent.model)
+        assert inner.api_key == "sk-from-the-keyring"
+    finally:
+        await session.close()

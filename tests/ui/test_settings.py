@@ -19,7 +19,7 @@ from keyring.backends import fail
 from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QApplication, QDialogButtonBox, QFileDialog
 
-from tests.fakes import MemoryKeyring, until
+from tests.fakes import MemoryKeyring, SlowKeyring, ticks_during, until
 from tests.stub_server import StubReply
 from workbench import keystore
 from workbench.config import UserSettings, load_user_settings, user_config_dir, user_data_dir, user_settings_path
@@ -304,3 +304,36 @@ def test_test_connection_without_a_key_says_so_without_calling(qtbot, workspace,
     assert asyncio.run(dialog.test_connection()) is False
     assert dialog.test_label.text().startswith("No API key for openai: paste one in API key or set $OPENAI_API_KEY")
     assert stub_server.requests == []
+
+
+def test_test_connection_looks_the_key_up_off_the_gui_loop_and_a_second_click_waits(
+        qtbot, workspace, keyring_backend, stub_server):
+    """A slow keyring (D-Bus, a prompt to unlock it) does not freeze the window during Test connection,
+    and clicking Test again meanwhile starts no second test."""
+    stub_server.script(StubReply(text="O"))
+    ring = keyring_backend(SlowKeyring(delay=0.5))
+    ring.passwords[(keystore.SERVICE, "openai")] = "sk-test"
+    seen: dict[str, object] = {}
+
+    async def main() -> None:
+        dialog = make_dialog(qtbot, workspace)  # default starter: asyncio.ensure_future on this loop
+        dialog.model_combo.setCurrentText("openai/test-model")
+        dialog.api_base_edit.setText(stub_server.url)
+        ring.reads.clear()  # the key's source shown under the field (once a provider) is not the test
+        dialog.show()
+        qtbot.mouseClick(dialog.test_button, LEFT)
+        first = dialog._test_task
+        qtbot.mouseClick(dialog.test_button, LEFT)  # while the key is looked up
+        assert dialog._test_task is first
+        assert isinstance(first, asyncio.Task)
+        seen["ok"], seen["ticks"] = await ticks_during(first)
+        seen["label"] = dialog.test_label.text()
+        seen["enabled"] = dialog.test_button.isEnabled()
+
+    asyncio.run(main())
+    assert seen["ok"] is True and seen["enabled"] is True, seen["label"]
+    assert len(stub_server.requests) == 1
+    assert len(ring.reads) == 1, ring.reads  # Test's own look-up, once for the two clicks
+    start, end, on_main = ring.reads[0]
+    assert not on_main
+    assert sum(start <= t <= end for t in seen["ticks"]) >= 10, "the GUI loop stood still while the keyring answered"

@@ -506,14 +506,34 @@ class SettingsDialog(QDialog):
     def _on_test_clicked(self) -> None:
         if self._testing:
             return
+        self._begin_test()  # now, not when the task first runs: a second click before then is ignored too
         self._test_task = self._start(self.test_connection())
+
+    def _begin_test(self) -> None:
+        self._testing = True
+        self.test_button.setEnabled(False)
+
+    def _end_test(self) -> None:
+        self._testing = False
+        try:
+            self.test_button.setEnabled(True)
+        except RuntimeError:  # the dialog was deleted meanwhile
+            pass
 
     def _show_result(self, text: str, status: str) -> None:
         self.test_label.setText(text)
         set_status_property(self.test_label, status)
 
     async def test_connection(self) -> bool:
-        """Make one tiny call with the dialog's model, API base and key; report the outcome in words."""
+        """Make one tiny call with the dialog's model, API base and key; report the outcome in words. The
+        Test button is off until it ends."""
+        self._begin_test()
+        try:
+            return await self._test_connection()
+        finally:
+            self._end_test()
+
+    async def _test_connection(self) -> bool:
         model = self.model_name()
         if not model:
             self._show_result("Enter a model name first.", "error")
@@ -524,10 +544,12 @@ class SettingsDialog(QDialog):
             return True
         api_base = self.api_base_edit.text().strip() or None
         key = self.key_edit.text().strip() or None
+        self._show_result(f"Testing {model}…", "running")
         if key is None:
             from workbench.secrets import lookup_api_key
 
-            key = lookup_api_key(model)
+            # off the GUI thread: the OS keyring may take a while (D-Bus, or a prompt to unlock it)
+            key = await asyncio.to_thread(lookup_api_key, model)
         provider = provider_of(model)
         if key is None and provider not in LOCAL_PROVIDERS:
             # litellm would fail with a misleading "server error (500): Missing credentials".
@@ -536,9 +558,6 @@ class SettingsDialog(QDialog):
             self._show_result(message, "error")
             self.sig_connection_tested.emit(False, message)
             return False
-        self._testing = True
-        self.test_button.setEnabled(False)
-        self._show_result(f"Testing {model}…", "running")
         from workbench.session import check_connection  # the facade (a lazy import: the dialog opens fast)
 
         ok, message = False, ""
@@ -548,9 +567,7 @@ class SettingsDialog(QDialog):
             message = "Test cancelled."
             raise
         finally:
-            self._testing = False
             try:
-                self.test_button.setEnabled(True)
                 self._show_result(message, "ok" if ok else ("aborted" if message == "Test cancelled." else "error"))
             except RuntimeError:  # the dialog was deleted meanwhile
                 pass
