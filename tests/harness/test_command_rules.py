@@ -298,8 +298,9 @@ def compound(draw: Any, leaves: Any) -> str:
 
 #: Shapes where bash runs what the grammar once hid (a review found them, E2/P1): here-documents bash
 #: ends elsewhere or whose text runs a command, a command after a here-document's marker, a subscript
-#: bash evaluates in quoted text, strings run by `eval --`, `bash -c --` and `env -S`, and a shell's
-#: input given as a here-document or a here-string. Each runs `a` (or the simple leaf `b`) under bash.
+#: bash evaluates in quoted text, strings run by `eval --`, `bash -c --` and `env -S`, a shell's input given
+#: as a here-document or a here-string, and words after a redirection's target. Each runs `a` (or the
+#: simple leaf `b`) under bash.
 _HIDING: dict[str, Any] = {
     "heredoc_marker": lambda a, b: f'cat <<E"O"F\nEOF\n{a}\nE"O"F',
     "heredoc_tab_end": lambda a, b: f"cat <<EOF\n\tEOF\ncat <<'X'\nEOF\n{b}\nX",
@@ -313,6 +314,9 @@ _HIDING: dict[str, Any] = {
     "env_split": lambda a, b: f"env -S {shlex.quote(b)}",
     "shell_heredoc": lambda a, b: f"bash <<'WB'\n{a}\nWB",
     "shell_herestring": lambda a, b: f"sh <<< {shlex.quote(a)}",
+    "redirect_words": lambda a, b: f"command 2>&1 {b}",  # bash: `command touch …`; the grammar: in the redirection
+    "redirect_close_words": lambda a, b: f"command 2>&- {b}",
+    "redirect_zero_words": lambda a, b: f"command 0</dev/null {b}",
 }
 
 

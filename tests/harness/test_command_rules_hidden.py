@@ -298,3 +298,41 @@ def test_E2_words_after_a_here_documents_marker_of_a_compound_statement_are_unju
     assert any(not judged for _, _, judged in parts("{ cat; } <<EOF x\ny\nEOF\n"))
     assert parts("cd sub && echo x > /tmp/out.txt") == [("command", "cd sub", True), ("command", "echo x", True),
                                                         ("write", "/tmp/out.txt", True)]
+
+
+# -- words after a redirection's target: bash gives them to the command ------------------------------------
+
+HIDDEN_AFTER_REDIRECTIONS = [
+    "env 2>&1 rm -f victim", "env >&2 rm -f victim", "env </dev/null rm -f victim", "env 0</dev/null rm -f victim",
+    "env 2>&- rm -f victim", "env 3<&- rm -f victim", "exec 2>&1 rm -f victim", "nice 1>/dev/null rm -f victim",
+    "true | env 2>&1 rm -f victim", "! env 2>&1 rm -f victim", "env 2>/dev/null rm -f victim > /dev/null",
+]
+
+
+@pytest.mark.parametrize("line", HIDDEN_AFTER_REDIRECTIONS)
+def test_E2_P1_words_after_a_redirections_target_are_the_commands_arguments(tmp_path, line):
+    """E2, P1: bash reads ``env 2>&1 rm -f victim`` as ``env rm -f victim`` (arguments may follow a
+    redirection); the grammar put ``rm -f victim`` in the redirection's node after its target, so the
+    command was judged as a bare ``env`` and ``deny rm *`` never saw the rm (a review found it). The same
+    for ``0<``, which the grammar reads as an argument ``0``, and for a close (``2>&-``), whose next word
+    was judged as a file it writes."""
+    assert_never_runs_unasked(tmp_path, line, "env *", "nice *", "exec *", "true")
+
+
+def test_E2_P1_git_push_after_a_redirection_is_judged_as_git_push(tmp_path):
+    """The design's own example: ``allow git *`` with ``deny git push *``."""
+    judge = Judge(tmp_path, rules("git *") + "    - {deny: execute, command: 'git push *'}\n")
+    for line in ("git 2>&1 push origin main", "git </dev/null push origin", "git >&2 push --force",
+                 "git 0</dev/null push", "git 2>&- push", "2>&1 git push", "git > out.txt push"):
+        assert judge(line) == "deny", parts(line)
+    assert parts("git 2>&1 push origin main") == [("command", "git push origin main", True)]
+    assert parts("echo hi > f.txt extra") == [("command", "echo hi extra", True), ("write", "f.txt", True)]
+    assert judge("git 2>&1 status") == "allow" and judge("git status 2>&1 | git log") == "allow"
+
+
+def test_E2_a_descriptor_kept_in_a_variable_or_words_after_a_groups_redirection_are_unjudged(tmp_path):
+    """``{fd}>x`` opens a descriptor bash numbers itself; after a group's redirection bash reads no
+    argument (it refuses the line): neither is judged as a command bash would run."""
+    assert any(not judged for _, _, judged in parts("git {fd}>x push"))
+    assert any(not judged for _, _, judged in parts("{ git; } 2>&1 push"))
+    assert Judge(tmp_path, rules("git *") + "    - {deny: execute, command: 'git push *'}\n")("git {fd}>x push") != "allow"

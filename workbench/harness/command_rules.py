@@ -390,6 +390,42 @@ _WRITE_OPS = frozenset({">", ">>", "&>", "&>>", ">|", "<>"})
 _HARMLESS_TARGETS = frozenset({"/dev/null", "/dev/stdout", "/dev/stderr", "/dev/tty"})
 #: `~+` is $PWD, `~-` $OLDPWD, `~2` a folder of `dirs`: a tilde prefix no home folder explains.
 _SHELL_TILDE = re.compile(r"~(?:[+-][0-9]*|[0-9]+)(?:/|$)")
+#: Closing a descriptor (`2>&-`): the `-` is part of the operator, so the redirection has no target.
+_CLOSE_OPS = frozenset({">&-", "<&-"})
+#: `{fd}>file`: bash opens a new descriptor and keeps its number in the variable.
+_VARIABLE_DESCRIPTOR = re.compile(r"\{[A-Za-z_][A-Za-z0-9_]*\}")
+
+
+def _redirect_op(node: Any) -> str:
+    return next((c.type for c in node.children if not c.is_named), "")
+
+
+def redirect_arguments(node: Any) -> list[Any]:
+    """The words the grammar puts in a file redirection's node after its target, which bash gives the
+    command as arguments: ``git 2>&1 push origin`` runs ``git push origin``, ``cat < in rm x`` runs
+    ``cat rm x``; a close (``2>&-``) has no target, so every word after it is an argument."""
+    if node.type != "file_redirect":
+        return []
+    destinations = [c for c in node.named_children if c.type != "file_descriptor"]
+    return destinations if _redirect_op(node) in _CLOSE_OPS else destinations[1:]
+
+
+def _descriptor_words(words: Sequence[Any], redirects: Sequence[Any]) -> tuple[set[int], str]:
+    """Of a command's words, those bash reads as a redirection's descriptor rather than an argument — the
+    grammar reads ``0`` in ``cat 0<x`` as an argument — and why the command cannot be judged, if one
+    names its descriptor with a variable (``{fd}>x``)."""
+    starts = {r.start_byte for r in redirects}
+    fds: set[int] = set()
+    why = ""
+    for w in words:
+        if w.end_byte not in starts:
+            continue
+        if w.type == "number" and _text(w).isdigit():
+            fds.add(w.id)
+        elif _VARIABLE_DESCRIPTOR.fullmatch(_text(w)):
+            fds.add(w.id)
+            why = why or f"the redirection after {_text(w)!r} keeps a new descriptor in a variable: not judged"
+    return fds, why
 
 
 class _Walker:
@@ -478,6 +514,8 @@ class _Walker:
             self.inherited = [*inherited, *outer]
             if any(heredoc_arguments(r) for r in outer if r.type == "heredoc_redirect"):
                 self.unjudged(node, "words follow a here-document's marker where bash reads no argument")
+            if any(redirect_arguments(r) for r in outer):
+                self.unjudged(node, "words follow a redirection's target where bash reads no argument")
         for child in node.named_children:
             self.statements(child, depth + 1)
         self.inherited = inherited
@@ -499,15 +537,17 @@ class _Walker:
         hold words)."""
         words: list[str] = []
         n_assignments = 0  # the leading NAME=value words
-        why = ""
         later = [c for c in node.named_children if c.type in _REDIRECTS]  # judged after the command
         own = [*later, *self.outer.pop(node.id, [])]
         feeds = [*self.inherited, *own]  # in the order bash applies them: the last one to its input wins
+        # words the grammar nests in a redirection are, to bash, this command's arguments, in source order
         extra = [a for r in own if r.type == "heredoc_redirect" for a in heredoc_arguments(r)]
-        text = " ".join([_text(node), *(_text(a) for a in extra)]) if extra else None
-        for child in [*node.named_children, *extra]:
+        extra += [a for r in own for a in redirect_arguments(r)]
+        text = " ".join([_text(node), *(_text(a) for a in sorted(extra, key=lambda a: a.start_byte))]) if extra else None
+        descriptors, why = _descriptor_words(node.named_children, own)
+        for child in sorted([*node.named_children, *extra], key=lambda c: c.start_byte):
             kind = child.type
-            if kind in _REDIRECTS:
+            if kind in _REDIRECTS or child.id in descriptors:
                 continue
             if kind == "comment":
                 continue
@@ -618,11 +658,14 @@ class _Walker:
         self.substitutions(node, depth)
         if node.type != "file_redirect":
             return  # a here-string feeds input; its substitutions are walked above
-        op = next((c.type for c in node.children if not c.is_named), "")
-        targets = [c for c in node.named_children if c.type != "file_descriptor"]
-        if op in (">&", "<&", ">&-", "<&-"):
+        op = _redirect_op(node)
+        if op in _CLOSE_OPS:
+            return  # closing a descriptor writes no file; the words after it are arguments (``command``)
+        # the first word is the target; the grammar puts the command's later arguments after it (``command``)
+        targets = [c for c in node.named_children if c.type != "file_descriptor"][:1]
+        if op in (">&", "<&"):
             target = _literal(targets[0]) if targets else "-"
-            if op in ("<&", "<&-") or target is None or target == "-" or target.isdigit():
+            if op == "<&" or target is None or target == "-" or target.isdigit():
                 if target is None and op == ">&":
                     self.unjudged(node, f"the redirection {_text(node)!r} writes where only a run knows", "write")
                 return  # duplicating or closing a descriptor writes no file
