@@ -565,3 +565,28 @@ def test_E5_the_tool_description_and_workbench_run_say_whether_a_sandbox_is_on(t
     [tool] = mw.tools()
     assert "Sandbox: none — switched off (WORKBENCH_SANDBOX=off)" in tool.description
     assert mw.sandbox_line().startswith("sandbox for commands (execute): none — switched off")
+
+
+async def test_E2_P5_a_redirection_through_a_link_then_up_is_judged_where_the_kernel_writes(tmp_path):
+    """``> L/../config`` with L a link to ``.git/hooks`` writes ``.git/config``: the kernel follows L
+    before ``..``. The target was judged on its lexically cleaned name (``/project/config``), so a deny
+    on ``.git/**`` let a workspace's own link plant git config (a review found it)."""
+    ws = make_ws(tmp_path, "permissions:\n  default: ask\n  rules:\n"
+                           "    - {allow: execute, command: 'echo *'}\n"
+                           "    - {allow: write, path: '/project/**'}\n"
+                           "    - {deny: write, path: '/project/.git/**'}\n")
+    (ws / ".git" / "hooks").mkdir(parents=True)
+    (ws / ".git" / "config").write_text("[core]\n")
+    (ws / "L").symlink_to(ws / ".git" / "hooks")
+    session, _ = await open_scripted(ws, run_call("echo planted > L/../config", "c1"),
+                                     run_call("echo fine > notes/../notes.txt", "c2"), reply("ok"))
+    (ws / "notes").mkdir()
+    try:
+        result = await session.run("go")
+        assert result.status == "done", result
+        first, second = tool_results(session)
+        assert first.startswith("Denied:") and "/project/.git/config" in first, first
+        assert (ws / ".git" / "config").read_text() == "[core]\n"
+        assert "[exit code 0" in second and (ws / "notes.txt").read_text() == "fine\n"  # no link: as before
+    finally:
+        await session.close()

@@ -53,6 +53,8 @@ from pathlib import Path
 from typing import Any
 
 from workbench.backends.base import BackendRefusal, normalize
+from workbench.backends.realpath import TooManySteps
+from workbench.backends.realpath import realpath as bounded_realpath
 from workbench.engine.middleware import AgentMiddleware, HookContext, ToolContext
 from workbench.engine.tools import Resource, Tool, ToolOutcome, schema
 from workbench.errors import ToolError
@@ -85,6 +87,8 @@ log = logging.getLogger(__name__)
 DEFAULT_TIMEOUT = 120.0
 #: Live output is handed on this often (DESIGN §2: streamed text every ~30 ms).
 BATCH_SECONDS = 0.03
+#: Path components a redirection's target may lead through (links included) before it is unjudged.
+LINK_STEPS = 2048
 #: Names every command gets (E3), besides ``LC_*``.
 BASE_ENV = ("PATH", "HOME", "USER", "LOGNAME", "SHELL", "LANG", "LANGUAGE", "TZ", "TMPDIR", "TERM")
 SECRET_WORDS = ("KEY", "TOKEN", "SECRET", "PASSWORD", "PASSWD", "CREDENTIAL")
@@ -273,8 +277,15 @@ class ExecuteMiddleware(AgentMiddleware):
             if host_cwd is None:
                 out.append(("execute", UnjudgedPart(shown, "its folder (cwd) is not valid")))
                 continue
-            named = Path(os.path.normpath(os.path.join(host_cwd, os.path.expanduser(part.text))))
-            for host in dict.fromkeys([named, Path(os.path.realpath(named))]):
+            joined = os.path.join(host_cwd, os.path.expanduser(part.text))
+            try:
+                # resolved as the kernel opens it: `L/../x` through a link L is x beside L's target, not
+                # beside L (normpath would drop `L/..` as text first); the lexical name is judged as well
+                real = bounded_realpath(joined, LINK_STEPS)
+            except TooManySteps:
+                out.append(("execute", UnjudgedPart(shown, "it writes through more links than are followed")))
+                continue
+            for host in dict.fromkeys([Path(os.path.normpath(joined)), Path(real)]):
                 found = self._virtual(host)
                 if self._protected(host):
                     out.append(("execute", UnjudgedPart(shown, f"it writes {host}, which the workbench keeps "
