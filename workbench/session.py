@@ -663,12 +663,12 @@ def _sets_default_permission(workspace: Path) -> bool:
     """Whether the workspace's workbench.yaml (already validated) says ``permissions.default``."""
     import yaml
 
-    from workbench.config import config_path, read_config_text
+    from workbench.config import YAML_VALUE_ERRORS, config_path, read_config_text
 
     try:
         text = read_config_text(workspace, config_path(workspace))  # only the workspace's own file
         data = yaml.safe_load(text or "") or {}
-    except (ConfigError, yaml.YAMLError, RecursionError):
+    except (ConfigError, yaml.YAMLError, RecursionError, *YAML_VALUE_ERRORS):
         return False
     permissions = data.get("permissions") if isinstance(data, dict) else None
     return isinstance(permissions, dict) and "default" in permissions

@@ -34,6 +34,7 @@ from yaml.nodes import MappingNode, Node, ScalarNode
 
 from workbench.atomic import write_text_atomic
 from workbench.config import (
+    YAML_VALUE_ERRORS,
     CONFIG_FILENAME,
     EFFECTS,
     UserSettings,
@@ -91,7 +92,7 @@ def workspace_values(workspace: Path | str) -> dict[str, Any]:
     try:
         text = read_config_text(ws, config_path(ws))
         data = yaml.safe_load(text or "") or {}
-    except (ConfigError, yaml.YAMLError, RecursionError, OSError):
+    except (ConfigError, yaml.YAMLError, RecursionError, OSError, *YAML_VALUE_ERRORS):
         return {}
     if not isinstance(data, dict):
         return {}
@@ -325,6 +326,7 @@ def save_workspace_values(workspace: Path | str, changes: Mapping[str, str | Non
     for key, value in changes.items():
         updated = set_yaml_scalar(updated, key, value)
     after = parse_config(updated, source=str(path)) if updated.strip() else WorkbenchConfig()
+    _check_only_keys_changed(text, updated, changes, str(path))
     if updated == text:
         return SavedWorkspace(path, (), trust.is_trusted(ws, after))
     write_text_atomic(path, updated)
@@ -336,6 +338,37 @@ def save_workspace_values(workspace: Path | str, changes: Mapping[str, str | Non
         except OSError as e:
             log.warning("could not renew the trust for %s: %s", ws, e)
     return SavedWorkspace(path, tuple(changes), trusted)
+
+
+def _check_only_keys_changed(text: str, updated: str, changes: Mapping[str, str | None], source: str) -> None:
+    """ConfigError unless ``updated`` means ``text`` with ``changes`` made. The edit is made on the file's
+    text, and YAML can give a key its value from elsewhere (a ``<<`` merge): a removed key would stay in
+    force, or a new section would override more than the key."""
+    before, after = _plain_yaml(text), _plain_yaml(updated)
+    for key, value in changes.items():
+        head, _, tail = key.partition(".")
+        section = after.get(head) if tail else after
+        if (section.get(tail or head) if isinstance(section, dict) else None) != value:
+            raise ConfigError(f"{source}: {key} would not be {value!r} after the edit (the file gives it a "
+                              "value from elsewhere, e.g. a YAML merge key '<<'); set it by hand")
+        for data in (before, after):
+            section = data.get(head) if tail else data
+            if isinstance(section, dict):
+                section.pop(tail or head, None)
+    for data in (before, after):  # a section the edit left empty is no other change
+        for head in [k for k, v in data.items() if v in ({}, None)]:
+            del data[head]
+    if before != after:
+        raise ConfigError(f"{source}: the edit would change other settings (the file gives them values from "
+                          "elsewhere, e.g. a YAML merge key '<<'); set them by hand")
+
+
+def _plain_yaml(text: str) -> dict[str, Any]:
+    """What ``text`` loads to, its sections copied (``_check_only_keys_changed`` takes keys out)."""
+    data = yaml.safe_load(text) if text.strip() else None
+    if not isinstance(data, dict):
+        return {}
+    return {k: dict(v) if isinstance(v, dict) else v for k, v in data.items()}
 
 
 def save_user_values(settings: UserSettings, changes: Mapping[str, str | None]) -> UserSettings:

@@ -293,6 +293,20 @@ def test_invalid_yaml_names_line(tmp_path: Path) -> None:
     assert "invalid YAML" in msg
 
 
+@pytest.mark.parametrize(("text", "line", "value", "tag"), [
+    ("model: !!int abc\n", 1, "abc", "!!int"),
+    ("model: demo\nexecute: {network: !!bool maybe}\n", 2, "maybe", "!!bool"),
+    ("model: demo\n\n? !!float zz\n: 1\n", 3, "zz", "!!float"),
+    ("model: !!timestamp 2020-99-99\n", 1, "2020-99-99", "!!timestamp"),
+])
+def test_a_tagged_value_yaml_cannot_convert_names_file_line_and_value(tmp_path: Path, text: str, line: int,
+                                                                     value: str, tag: str) -> None:
+    """PyYAML's constructors raise ValueError / KeyError for `!!int abc`, `!!bool maybe`: that was an
+    internal error (exit 1) instead of a message naming the file and line (a review found it)."""
+    msg = config_error(tmp_path, text)
+    assert msg.startswith(f"{tmp_path / 'workbench.yaml'}:{line}: ") and repr(value) in msg and tag in msg, msg
+
+
 def test_invalid_yaml_bad_indentation(tmp_path: Path) -> None:
     msg = config_error(tmp_path, "model: demo\nmemory:\n  max_file_tokens: 1\n bad: 2\n")
     assert msg.startswith(f"{tmp_path / 'workbench.yaml'}:4: invalid YAML")

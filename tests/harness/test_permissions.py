@@ -494,3 +494,13 @@ def test_P3_a_verdicts_reason_names_where_its_rule_is_now(tmp_path):
     assert child.judge("read", "/x").reason == "read /x matches 'allow read /**' (workbench.yaml line 4)"
     child.follow(parent)
     assert child.judge("read", "/x").reason == "read /x matches 'allow read /**' (renamed.yaml line 4)"
+
+
+def test_a_user_rules_file_with_a_value_yaml_cannot_convert_is_a_config_error_naming_it(tmp_path):
+    from workbench.errors import ConfigError
+    from workbench.harness.permissions import load_user_rules
+
+    path = tmp_path / "permissions.yaml"
+    path.write_text("permissions:\n  rules:\n    - {allow: read, path: !!int x}\n")
+    with pytest.raises(ConfigError, match=rf"{path}:3: 'x' is not a valid !!int value"):
+        load_user_rules(path)

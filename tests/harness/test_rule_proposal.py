@@ -330,3 +330,22 @@ async def test_P3_Q3_the_approval_says_exactly_what_always_saves(tmp_path):
     [added] = [ln for ln in lines if "notes.md" in ln]
     assert "# Always (this project) on " in added and "exactly this path or tool" in added
     await session.close()
+
+
+@pytest.mark.parametrize("text", [
+    # `<<` gives the file its permissions: a new `permissions:` block would override them all
+    "<<: {permissions: {default: deny, rules: [{deny: write, path: /project/x}]}}\nmodel: demo\n",
+    # the last rule is an alias: its marks are the anchor's, so the new rule landed between the two
+    "permissions:\n  default: deny\n  rules:\n    - &d {deny: write, path: /project/x}\n    - *d\n",
+])
+def test_Q3_a_rule_that_would_change_other_settings_is_refused_and_the_file_kept(tmp_path, text):
+    """Q3: saving "Always (project)" adds the rule and changes nothing else, or refuses saying to add it by
+    hand (a review found the merge case dropping the person's deny rule and default)."""
+    from workbench.errors import ConfigError
+    from workbench.harness.permission_rules_file import append_rules_to_config
+
+    path = tmp_path / "workbench.yaml"
+    path.write_text(text)
+    with pytest.raises(ConfigError, match="add the rule by hand"):
+        append_rules_to_config(path, [PermissionRule("allow", "write", "/project/a.txt")])
+    assert path.read_text() == text

@@ -291,6 +291,10 @@ async def test_S6_bad_skills_are_reported_and_never_fail_the_run(tmp_path, dirs)
         "noname": "---\ndescription: x\n---\n",
         "nodesc": "---\nname: nodesc\n---\n",
         "badtools": "---\nname: t\ndescription: d\nallowed-tools: {a: 1}\n---\n",
+        # a tag PyYAML cannot convert raised ValueError / KeyError out of the scan: every run failed
+        "badint": "---\nname: !!int abc\ndescription: d\n---\n",
+        "badbool": "---\nname: b\ndescription: !!bool perhaps\n---\n",
+        "baddate": "---\nname: c\ndescription: d\nmetadata: {when: !!timestamp 2020-99-99}\n---\n",
     }.items():
         (dirs[1] / "skills" / folder).mkdir()
         (dirs[1] / "skills" / folder / "SKILL.md").write_text(text)
@@ -311,6 +315,9 @@ async def test_S6_bad_skills_are_reported_and_never_fail_the_run(tmp_path, dirs)
         "/project/skills/noname/SKILL.md": "malformed",
         "/project/skills/nodesc/SKILL.md": "malformed",
         "/project/skills/badtools/SKILL.md": "malformed",
+        "/project/skills/badint/SKILL.md": "malformed",
+        "/project/skills/badbool/SKILL.md": "malformed",
+        "/project/skills/baddate/SKILL.md": "malformed",
         "/project/skills/binary/SKILL.md": "unreadable",
         "/project/skills/dir/SKILL.md": "unreadable",
     }

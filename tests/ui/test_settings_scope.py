@@ -255,3 +255,23 @@ def test_G8_a_targeted_edit_reads_back_exactly_and_keeps_every_other_line(value:
     assert "# the model the team pays for" in updated
     cfg = parse_config(updated)
     assert cfg.model == value and cfg.instructions == "Be brief." and cfg.budget[0].limit == {"total_tokens": 100000}
+
+
+@pytest.mark.parametrize(("text", "changes"), [
+    ("<<: {model: openai/merged}\napi_base: http://127.0.0.1:3/v1\n", {"model": None}),  # removing leaves it
+    ("<<: {permissions: {default: deny, rules: [{deny: write, path: /project/x}]}}\n", {"permissions.default": "ask"}),
+])
+def test_G8_an_edit_yaml_would_read_otherwise_is_refused_and_the_file_kept(tmp_path: Path, text: str,
+                                                                          changes: dict[str, Any]) -> None:
+    """The edit is made on the text; a value given through a YAML merge key would stay in force after a
+    removal, or a new section would drop the merged rules with it: refused, nothing written."""
+    from workbench.errors import ConfigError
+
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    (ws / "workbench.yaml").write_text(text)
+    with pytest.raises(ConfigError, match="merge key"):
+        save_workspace_values(ws, changes)
+    assert (ws / "workbench.yaml").read_text() == text
+    assert save_workspace_values(ws, {"api_base": "http://127.0.0.1:4/v1"}).keys == ("api_base",)  # a plain key: fine
+    assert load_config(ws).api_base == "http://127.0.0.1:4/v1"

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from workbench.config.reader import (
     MAX_CONFIG_BYTES,
+    YAML_VALUE_ERRORS,
     _Reader,
     _valid_mount_point,
     config_path,
@@ -67,6 +68,7 @@ from workbench.config.user import (
 )
 
 __all__ = [
+    "YAML_VALUE_ERRORS",
     "ACTIONS", "ARTIFACT_STRATEGIES", "BUDGET_FIELDS", "BUDGET_SCOPES", "CONFIG_FILENAME", "DEDUPE_MATCH_BY",
     "DEFAULT_STEP_LIMIT", "EFFECTS", "MAX_CONFIG_BYTES", "MAX_RECENT_WORKSPACES", "MOUNT_KINDS", "SETTINGS_FILENAME", "Action",
     "ArtifactStrategy", "ArtifactsConfig", "BudgetConfig", "BudgetScope", "CompressionConfig", "DedupeConfig", "DropConfig",

@@ -55,6 +55,9 @@ from workbench.errors import ConfigError
 
 #: A workbench.yaml larger than this is refused before parsing (bounded work on hostile input, F3).
 MAX_CONFIG_BYTES = 1024 * 1024
+#: What PyYAML's constructors raise, besides YAMLError, for a tagged value they cannot read: `!!int abc`
+#: (ValueError), `!!bool maybe` (KeyError), `!!timestamp 2020-99-99` (ValueError).
+YAML_VALUE_ERRORS = (ValueError, KeyError, TypeError, OverflowError)
 
 
 def config_path(workspace: Path | str) -> Path:
@@ -183,6 +186,9 @@ class _Reader:
             return self._constructor.construct_object(node, deep=True)
         except yaml.YAMLError:
             raise self.error(node, f"unsupported YAML tag {node.tag!r}") from None
+        except YAML_VALUE_ERRORS:  # PyYAML's own constructors: `!!int abc` (ValueError), `!!bool maybe` (KeyError)
+            tag = str(node.tag).replace("tag:yaml.org,2002:", "!!")
+            raise self.error(node, f"{str(node.value)[:60]!r} is not a valid {tag} value") from None
 
     def describe(self, node: Node) -> str:
         if isinstance(node, MappingNode):

@@ -113,7 +113,38 @@ def with_rules_added(text: str, rules: Sequence[PermissionRule], *, seed: bool =
                 rows[line - 1] = f"{rows[line - 1]}  # {note}"
         updated = "\n".join(rows)
         parse_config(updated, source=source)  # still loads, with the same rules
+    _check_only_rules_added(text, updated, rules, seed, source)
     return updated, lines
+
+
+def _check_only_rules_added(text: str, updated: str, new: Sequence[PermissionRule], seed: bool, source: str) -> None:
+    """ConfigError unless ``updated`` means what ``text`` meant with ``new`` after its rules: the edit is
+    made on the file's text, and YAML can give a key its value from elsewhere (a ``<<`` merge), where a
+    new ``permissions`` block would override it — dropping the person's rules and default."""
+    def loaded(t: str) -> dict:
+        data = yaml.safe_load(t) if t.strip() else None
+        return data if isinstance(data, dict) else {}
+
+    before, after = loaded(text), loaded(updated)
+    perms_before = before.get("permissions") if isinstance(before.get("permissions"), dict) else {}
+    perms_after = after.get("permissions") if isinstance(after.get("permissions"), dict) else {}
+    if seed or perms_before.get("rules") is not None:  # what the rules were: the defaults, when seeded
+        had = [_key(r) for r in parse_config(text, source=source).permissions.rules] if text.strip() else (
+            [_key(r) for r in default_permission_rules()])
+    else:
+        had = []
+    now = [_key(r) for r in parse_config(updated, source=source).permissions.rules]
+    same_rest = ({k: v for k, v in before.items() if k != "permissions"} == {k: v for k, v in after.items()
+                                                                            if k != "permissions"}
+                 and {k: v for k, v in perms_before.items() if k != "rules"} == {k: v for k, v in perms_after.items()
+                                                                                  if k != "rules"})
+    if now != had + [_key(r) for r in new] or not same_rest:
+        raise ConfigError(f"{source}: adding the rule there would change other settings (the file takes "
+                          "them from elsewhere, e.g. a YAML merge key '<<'); add the rule by hand")
+
+
+def _key(rule: PermissionRule) -> tuple[str, str, str]:
+    return rule.effect, rule.action, rule.pattern
 
 
 def append_rules_to_config(path: Path, rules: Sequence[PermissionRule], *, seed: bool = True,

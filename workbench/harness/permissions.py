@@ -64,7 +64,7 @@ from workbench.backends.base import (
     shown_pattern,
 )
 from workbench.backends.guard import PathGuard, guarding
-from workbench.config import CONFIG_FILENAME, EFFECTS, PermissionRule, parse_config
+from workbench.config import CONFIG_FILENAME, EFFECTS, YAML_VALUE_ERRORS, PermissionRule, parse_config
 from workbench.engine.frozen import FrozenList
 from workbench.engine.messages import ToolCall
 from workbench.engine.middleware import AgentMiddleware, CallTool, HookContext, Question, ToolContext
@@ -113,7 +113,11 @@ def load_user_rules(path: Path) -> list[PermissionRule]:
         return []
     except (OSError, UnicodeDecodeError) as e:
         raise ConfigError(f"{path}: cannot read the user permission rules: {e}") from e
-    data = yaml.safe_load(text) if text.strip() else None
+    try:
+        data = yaml.safe_load(text) if text.strip() else None
+    except (yaml.YAMLError, RecursionError, *YAML_VALUE_ERRORS):
+        parse_config(text, source=str(path))  # says what is wrong, with file and line
+        raise ConfigError(f"{path}: cannot read the user permission rules") from None
     perms = data.get("permissions") if isinstance(data, dict) else None
     if not isinstance(perms, dict) or "rules" not in perms:
         return []  # no list: no rules (not the workspace defaults)

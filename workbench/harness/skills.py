@@ -20,6 +20,7 @@ from typing import Any
 
 import yaml
 
+from workbench.config import YAML_VALUE_ERRORS
 from workbench.backends.base import AccessDenied, BackendRefusal, FileNotFound, NotTextFile, PathError, join, looks_binary
 from workbench.backends.guard import PathGuard, guarding
 from workbench.backends.host import OUTSIDE_REASON, noting_links_outside
@@ -185,6 +186,9 @@ def parse_skill(text: str, path: str, source: str, *, max_description_chars: int
         raise SkillFormatError(f"the frontmatter is not valid YAML: {_yaml_problem(e)}") from None
     except RecursionError:  # PyYAML composes recursively: a hostile file nests past the stack
         raise SkillFormatError("the frontmatter is nested too deeply to be a skill's fields") from None
+    except YAML_VALUE_ERRORS as e:  # PyYAML's constructors: `name: !!int abc`, `!!bool maybe`
+        raise SkillFormatError(f"a tagged value in the frontmatter cannot be read "
+                               f"({type(e).__name__}: {str(e)[:80]})") from None
     if not isinstance(data, dict):
         raise SkillFormatError("the frontmatter is not a mapping of fields")
     name = data.get("name")
