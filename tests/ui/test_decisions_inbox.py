@@ -257,3 +257,60 @@ async def test_q1_stop_this_run_on_a_stale_row_never_stops_a_later_run(
     click(qtbot, button(dialog, "approve_once"))
     await wait_for(lambda: window.session.status == "done" and not window.busy, 20, "the second run")
     assert (stub_workspace / "b.txt").read_text() == "b"
+
+
+async def test_q1_g7_a_double_click_on_approve_never_approves_the_row_that_takes_its_place(
+        windows: Any, stub_workspace: Path, stub_server: StubServer, qtbot: Any) -> None:
+    """Two threads wait. The person approves the call they read; the second press of a double click
+    (150 ms later, within the double-click interval) must not approve the other thread's call, which
+    the list used to select by itself in the answered row's place (a review found it)."""
+    first, second = await leave_pending(stub_workspace, ["first.txt"], ["second.txt"])
+    stub_server.script(StubReply(text="Written."), StubReply(text="Written."))
+    window = await open_window(windows, stub_workspace, thread_id=first)
+    panel = decisions_panel(window)
+    await find_dialog("approval_dialog")
+    await wait_for(lambda: panel.tree.topLevelItemCount() == 2, 5, "two rows")
+    window.dock("Decisions").raise_()
+    panel.select(next(i.id for i in panel.items if i.thread_id == first))
+    assert "first.txt" in panel.title.text()
+    qtbot.mouseClick(panel.approve_button, Qt.MouseButton.LeftButton)
+    await asyncio.sleep(0.15)
+    qtbot.mouseClick(panel.approve_button, Qt.MouseButton.LeftButton)
+    await wait_for(lambda: (stub_workspace / "first.txt").exists(), 20, "the approved call")
+    await asyncio.sleep(1.0)
+    assert not (stub_workspace / "second.txt").exists()
+    assert [i.thread_id for i in panel.items] == [second] and panel.selected() is None  # the person picks next
+    await asyncio.sleep(panel.settle.seconds)
+    panel.select(panel.items[0].id)  # a deliberate choice, then a press: it approves
+    click(qtbot, panel.approve_button)
+    await wait_for(lambda: (stub_workspace / "second.txt").exists(), 20, "the second call, approved on purpose")
+
+
+async def test_q1_a_refresh_keeps_an_argument_edit_and_a_message_being_typed(
+        windows: Any, stub_workspace: Path, qtbot: Any) -> None:
+    """The inbox refreshes itself (every 15 s, and when another thread or task changes): it rebuilt the
+    details, so "Run edited" became "Approve" of the model's arguments, and a half-typed reason was cut."""
+    (tid,) = await leave_pending(stub_workspace, ["a.txt", "b.txt"])
+    window = await open_window(windows, stub_workspace, thread_id=tid)
+    panel = decisions_panel(window)
+    await find_dialog("approval_dialog")
+    await wait_for(lambda: panel.tree.topLevelItemCount() == 2, 5, "the inbox rows")
+    window.dock("Decisions").raise_()
+    first = panel.selected().id
+    click(qtbot, panel.edit_button)
+    panel.args.selectAll()
+    qtbot.keyClicks(panel.args, '{"path": "/project/a.txt", "content": "SAFE"}')
+    panel.message.setFocus()
+    qtbot.keyClicks(panel.message, "write notes.md inst")
+    refreshed = len(window.desk.items)
+    window.desk.items = []  # the next refresh rebuilds the list from the store
+    window.desk.refresh_soon()
+    await wait_for(lambda: len(window.desk.items) == refreshed, 5, "a refresh of the inbox")
+    await asyncio.sleep(0.1)
+    assert panel.approve_button.text() == "Run edited" and '"SAFE"' in panel.args.toPlainText()
+    qtbot.keyClicks(panel.message, "ead")
+    assert panel.message.text() == "write notes.md instead"
+    click(qtbot, panel.approve_button)
+    await wait_for(lambda: first in window.session.decided(), 5, "the edited decision")
+    assert window.session.decided()[first] == {"decision": "edit",
+                                               "arguments": {"path": "/project/a.txt", "content": "SAFE"}}

@@ -36,6 +36,7 @@ from PySide6.QtWidgets import (
 from workbench.budget_words import hold_fields, more_words, until_words
 from workbench.decisions import format_age
 from workbench.ui.buttons import quiet_button
+from workbench.ui.decision_settle import DecisionSettle
 from workbench.ui import qt_async
 from workbench.ui.plain_text import plain_label, plain_tooltip
 
@@ -80,7 +81,7 @@ class DecisionsPanel(QWidget):
         header.setSectionResizeMode(1, QHeaderView.ResizeMode.Interactive)
         header.setSectionResizeMode(2, QHeaderView.ResizeMode.ResizeToContents)
         self.tree.setColumnWidth(1, 150)
-        self.tree.currentItemChanged.connect(lambda *_: self._show_selected())
+        self.tree.currentItemChanged.connect(lambda *_: self._chosen())
         split.addWidget(self.tree)
 
         detail = QWidget(self)
@@ -147,6 +148,13 @@ class DecisionsPanel(QWidget):
         split.setStretchFactor(1, 1)
         split.setSizes([260, 320])
         self.detail = detail
+        # G7, Q2: a decision's gesture (a double click, a key pressed twice) never decides the row that
+        # takes its place; the message's Enter rejects on purpose (decision_settle.py)
+        self.settle = DecisionSettle(self, (self.approve_button, self.continue_button, self.reject_button,
+                                            self.stop_hold_button, self.stop_run_button, self.message),
+                                     exempt=self.message, focus_off=self.tree.setFocus)
+        self._shown: str | None = None  # the question whose details are on screen (what a press answers)
+        self._left = False  # the selected question left the list: nothing is selected until the person picks
 
         self._ages = QTimer(self)  # the ages move on while the panel is in sight
         self._ages.setInterval(10_000)
@@ -173,7 +181,10 @@ class DecisionsPanel(QWidget):
     # -- the list -------------------------------------------------------------------------------------
     @Slot(list)
     def show_decisions(self, items: list[PendingDecision]) -> None:
-        """Rebuild the list (kept selection by question id)."""
+        """Rebuild the list, keeping the selected question. One that left the list (answered, here or
+        elsewhere) is followed by no selection, never by the next row: a second click meant for it
+        would answer a call the person never looked at. The details of a question still selected are
+        left as they are — an argument edit or a half-typed message survive a refresh."""
         selected = self.selected()
         keep = selected.id if selected is not None else None
         self.items = list(items)
@@ -194,7 +205,10 @@ class DecisionsPanel(QWidget):
                                                     f"{item.agent}{now}"))
                 rows.append(row)
             self.tree.addTopLevelItems(rows)
-            index = next((i for i, it in enumerate(self.items) if it.id == keep), 0 if self.items else -1)
+            index = next((i for i, it in enumerate(self.items) if it.id == keep), -1)
+            self._left = self._left or (keep is not None and index < 0)
+            if index < 0 and keep is None and self.items and not self._left:
+                index = 0  # the first question, until one has been answered or left
             if index >= 0:
                 self.tree.setCurrentItem(self.tree.topLevelItem(index))
         finally:
@@ -206,7 +220,10 @@ class DecisionsPanel(QWidget):
                                  f"thread{'s' if threads != 1 else ''}.")
         else:
             self.summary.setText("Nothing waits for you: runs that need a decision show up here.")
-        self._show_selected()
+        now, before = self.selected(), self._shown
+        self._show_selected(keep_input=now is not None and now.id == before)
+        if now is not None and before is not None and now.id != before:  # another question, under the hand
+            self.settle.moved_on(("any", None, None), move_focus=self.settle.has_focus())
 
     @staticmethod
     def _what(item: PendingDecision) -> str:
@@ -253,13 +270,22 @@ class DecisionsPanel(QWidget):
                 self.tree.setCurrentItem(self.tree.topLevelItem(i))
                 return
 
-    def _show_selected(self) -> None:
+    def _chosen(self) -> None:
+        """The person selected a row (the rebuild blocks the list's signals)."""
+        self._left = False
+        self._show_selected()
+
+    def _show_selected(self, *, keep_input: bool = False) -> None:
+        """The selected question's details. ``keep_input``: the same question again (a refresh) — an
+        argument edit under way and a typed message stay."""
         item = self.selected()
-        self._editing = False
-        self.args.setReadOnly(True)
-        self.edit_button.setText("Edit arguments")
-        self.approve_button.setText("Approve")
-        self.message.clear()
+        self._shown = item.id if item is not None else None
+        if not keep_input:
+            self._editing = False
+            self.args.setReadOnly(True)
+            self.edit_button.setText("Edit arguments")
+            self.approve_button.setText("Approve")
+            self.message.clear()
         self.detail.setEnabled(item is not None)
         if item is None:
             self.title.setText("")
@@ -272,18 +298,14 @@ class DecisionsPanel(QWidget):
             return
         tool = item.kind == "tool_approval"
         hold = item.kind == "budget_hold"
-        where = "this thread" if item.current else f"thread “{item.thread_title}”"
-        if item.source == "task" and item.task_id:
-            where = f"the sub-agent {item.agent}'s background task {item.task_id}"
-        age = format_age(item.age())
-        self.title.setText(f"{item.summary()} — asked {age if age == 'just now' else age + ' ago'} in {where}"
-                           + (f" (call {item.index + 1} of {item.count})" if item.count > 1 else ""))
+        self._show_title(item)
         payload = item.question.payload
         if tool:
             reason = str(payload.get("reason") or "your permission rules ask before this call")
             rule = payload.get("rule")
             self.reason.setText(f"Why it asks: {reason}" + (f"\nRule: {rule}" if rule else ""))
-            self.args.setPlainText(json.dumps(item.arguments, indent=2, ensure_ascii=False))
+            if not self._editing:
+                self.args.setPlainText(json.dumps(item.arguments, indent=2, ensure_ascii=False))
         else:
             shown = {k: v for k, v in payload.items() if k not in ("arguments",)}
             why = str(payload.get("reason") or "")
@@ -311,6 +333,14 @@ class DecisionsPanel(QWidget):
         self.stop_run_button.setToolTip("Abort the background task: no call of it runs, it ends aborted" if task
                                         else "Abandon the run: no call of it runs, it ends stopped (aborted)")
         self._validate()
+
+    def _show_title(self, item: PendingDecision) -> None:
+        where = "this thread" if item.current else f"thread “{item.thread_title}”"
+        if item.source == "task" and item.task_id:
+            where = f"the sub-agent {item.agent}'s background task {item.task_id}"
+        age = format_age(item.age())
+        self.title.setText(f"{item.summary()} — asked {age if age == 'just now' else age + ' ago'} in {where}"
+                           + (f" (call {item.index + 1} of {item.count})" if item.count > 1 else ""))
 
     # -- actions --------------------------------------------------------------------------------------
     def _edited(self) -> tuple[dict[str, Any] | None, str]:
@@ -345,9 +375,11 @@ class DecisionsPanel(QWidget):
 
     def _answer(self, decision: dict[str, Any]) -> None:
         item = self.selected()
-        if item is None or self.desk is None:
-            return
+        if item is None or self.desk is None or item.id != self._shown:
+            return  # only the question whose details are on screen is answered
+        source = self.settle.decided()
         qt_async.start(self.desk.answer(item, decision), name="inbox-answer")
+        self.settle.moved_on(source)
 
     def _approve(self) -> None:
         item = self.selected()
@@ -384,8 +416,10 @@ class DecisionsPanel(QWidget):
 
     def _stop_run(self) -> None:
         item = self.selected()
-        if item is not None and self.desk is not None:
+        if item is not None and self.desk is not None and item.id == self._shown:
+            source = self.settle.decided()
             qt_async.start(self.desk.stop_run(item), name="inbox-stop-run")
+            self.settle.moved_on(source)
 
 
 __all__ = ["DecisionsPanel"]
