@@ -289,6 +289,48 @@ def test_ctrl_c_at_the_approval_prompt_leaves_the_run_suspended(ws, env, stub_se
     _left_suspended(proc, (seen + rest).decode(), thread, ws, stub_server)
 
 
+def test_always_at_the_prompt_saves_what_it_says_and_the_next_call_is_asked(ws, env, stub_server):
+    """P3/Q3: "always" at the terminal saves the exact rules the prompt names for the session; a later
+    call they do not cover is asked, not approved in silence (a review found "[a]lways for this tool"
+    approving `touch PWNED` after `echo harmless`, and a write under an ask rule after another write)."""
+    import select
+
+    (ws / "workbench.yaml").write_text((ws / "workbench.yaml").read_text() + (
+        "permissions:\n  rules:\n    - {ask: execute, command: 'touch *'}\n"
+        "    - {ask: write, path: '/project/secret/**'}\n"), encoding="utf-8")
+    stub_server.script(StubReply(tool_calls=[("execute", {"command": "echo harmless"}, "c1")]),
+                       StubReply(tool_calls=[("execute", {"command": "touch PWNED"}, "c2")]),
+                       StubReply(tool_calls=[("write_file", {"path": "/project/ok.txt", "content": "x"}, "c3")]),
+                       StubReply(tool_calls=[("write_file", {"path": "/project/secret/key.txt", "content": "o"}, "c4")]),
+                       StubReply(text="done"))
+    master, slave = os.openpty()
+    try:
+        proc = subprocess.Popen([sys.executable, "-m", "workbench", "run", "go"], cwd=ws, env=env,
+                                stdin=slave, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        assert proc.stderr is not None
+        seen, prompts = b"", 0
+        answers = [b"a\n", b"n\n", b"\n", b"a\n", b"n\n", b"\n"]  # "n" asks for a reason: Enter
+        deadline = time.monotonic() + TIMEOUT
+        while time.monotonic() < deadline and proc.poll() is None:
+            ready, _, _ = select.select([proc.stderr], [], [], 0.5)
+            if ready:
+                seen += os.read(proc.stderr.fileno(), 65536)
+            asked = seen.count(b"approve? [y]es") + seen.count(b"reason for the model")
+            while prompts < asked and answers:
+                os.write(master, answers.pop(0))
+                prompts += 1
+        _, rest = _communicate(proc, 60)
+    finally:
+        os.close(master)
+        os.close(slave)
+    err = (seen + rest).decode()
+    assert proc.returncode == 0, err
+    assert err.count("approve? [y]es") == 4, err  # every call asked; none approved unseen
+    assert "always saves: allow execute echo harmless" in err
+    assert not (ws / "PWNED").exists() and not (ws / "secret" / "key.txt").exists()
+    assert (ws / "ok.txt").read_text() == "x"
+
+
 _TGKILL = {"x86_64": 234, "aarch64": 131}.get(os.uname().machine if hasattr(os, "uname") else "")
 
 

@@ -83,7 +83,6 @@ class _Decider:
         self.budget = budget
         self.interactive = interactive
         self.output = output
-        self.always: set[str] = set()  # tools the user answered "always" for, in this invocation
 
     def decide_all(self, pending: Sequence[Question], source: str = "") -> dict[str, dict[str, Any]] | None:
         """``source`` names who asks when it is not this run: ``sub-agent writer, task writer:ab12cd34``
@@ -110,7 +109,7 @@ class _Decider:
             return self._ask_tool(q) if self.interactive else None
         if q.kind == "tool_approval":
             tool = str(q.payload.get("tool") or "")
-            if self.approve == "all" or tool in self.always:
+            if self.approve == "all":
                 return {"decision": "approve"}
             if self.approve == "none":
                 return {"decision": "reject", "message": "rejected by --approve none"}
@@ -160,12 +159,17 @@ class _Decider:
             self.output.line(f"  {_shown(key, 80)}: {_shown(value, ARGUMENT_LIMIT)}")
         if p.get("reason"):
             self.output.line(f"  reason: {_one_line(str(p['reason']), 200)}")
+        # Q3: "always" saves exactly these rules for the session (the engine's own words for them); a later
+        # call they do not cover — or one an ask rule names — is asked again, here as in the window
+        saves = [str(r) for r in p.get("always") or []]
+        if saves:
+            self.output.line(f"  always saves: {'; '.join(_shown(r, 200) for r in saves)}")
         while True:
-            answer = self._input("approve? [y]es / [n]o / [a]lways for this tool: ").lower()
+            answer = self._input("approve? [y]es / [n]o / [a]lways (as saved above): " if saves
+                                 else "approve? [y]es / [n]o: ").lower()
             if answer in ("y", "yes"):
                 return {"decision": "approve"}
-            if answer in ("a", "always"):
-                self.always.add(str(p.get("tool") or ""))
+            if answer in ("a", "always") and saves:
                 return {"decision": "approve", "always": "session"}
             if answer in ("n", "no"):
                 reason = self._input("reason for the model (optional): ")
