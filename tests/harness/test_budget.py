@@ -222,7 +222,7 @@ async def test_B3_hold_asks_before_the_tool_calls_and_approval_renews_the_full_l
     assert first.status == "interrupted"
     assert probe.calls == [] and model.calls == 1  # the held calls did not run
     run = first.run_id
-    assert [q.id for q in first.pending] == [f"budget-{run}-c1", f"budget-{run}-c2"]
+    assert [q.id for q in first.pending] == [f"budget-{run}-call-c1", f"budget-{run}-call-c2"]
     q = first.pending[0]
     assert q.kind == "budget_hold" and q.call_id == "c1"
     assert {k: q.payload[k] for k in ("scope", "field", "spent", "limit", "tool", "arguments")} == {
@@ -251,7 +251,7 @@ async def test_B3_approval_may_raise_the_limit_for_the_run(tmp_path):
     # G11: 150 spent + 300 more = 450: the second call's tools ran (300 < 450); the third reached 450.
     assert probe.calls == ["1", "2"] and model.calls == 3
     [q3] = second.pending
-    assert q3.id == f"budget-{first.run_id}-c3"
+    assert q3.id == f"budget-{first.run_id}-call-c3"
     assert q3.payload["spent"] == 450 and q3.payload["limit"] == 450
 
 
@@ -285,7 +285,7 @@ async def test_B3_over_during_tools_asks_before_the_next_model_call(tmp_path, de
     first = await engine.run("t", "go")
     assert first.status == "interrupted" and delegate.calls == ["a"]  # under the limit when the tools started
     [q] = first.pending
-    assert q.id == f"budget-{first.run_id}-step2" and q.kind == "budget_hold"
+    assert q.id == f"budget-{first.run_id}-step-2" and q.kind == "budget_hold"
     assert q.payload["tool"] is None and q.payload["spent"] == 160  # the sub-agent's usage counts (B4)
     assert model.calls == 1
     result = await engine.resume("t", {q.id: decision})
@@ -398,3 +398,23 @@ async def test_counting_helpers_are_noops_without_a_budget(tmp_path):
     assert result.status == "done" and seen == [0.0, False]
     with pytest.raises(ValueError):
         add_to_counter(None, "total_tokens")  # type: ignore[arg-type]
+
+
+async def test_B3_a_call_the_model_names_like_a_step_gets_its_own_hold(tmp_path):
+    """The hold before step 2's model call and the hold of a tool call with the id "step2" had one key
+    (``budget-RUN-step2``): approving the first answered the second, and the call ran unheld (a review
+    found it). Their keys now never meet."""
+    delegate = Probe("delegate", effect=lambda args, ctx: record_subagent_usage(ctx, U(input=150)))
+    probe = Probe("probe")
+    model = ScriptedModel([tool_reply(("delegate", {"x": "a"}), usage=U(input=10)),
+                           tool_reply(("probe", {"x": "b"}, "step2"), usage=U(input=500)),
+                           reply("after", usage=U(input=10))])
+    engine = make(tmp_path, model, [BudgetLimit("run", {"total_tokens": 100}, interrupt=True)],
+                  tools=[delegate.tool, probe.tool])
+    first = await engine.run("t", "go")
+    [before_step] = first.pending
+    assert before_step.payload["tool"] is None  # the hold before step 2's model call
+    second = await engine.resume("t", {before_step.id: "approve"})
+    assert second.status == "interrupted" and probe.calls == []  # held, not run on step 2's answer
+    [held] = second.pending
+    assert held.payload["tool"] == "probe" and held.id != before_step.id

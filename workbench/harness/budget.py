@@ -230,7 +230,9 @@ class BudgetMiddleware(AgentMiddleware):
         if hard:
             self._stop(ctx, hard)
         if over:  # only interrupting run budgets are at their limit: hold the next model call
-            decision = self._ask(ctx, over, f"budget-{ctx.run_id}-step{ctx.step}", None)
+            # the key spaces of step holds and call holds never meet: a call the model names "step2" is no
+            # step (its hold was answered by step 2's before-call hold, a review found)
+            decision = self._ask(ctx, over, f"budget-{ctx.run_id}-step-{ctx.step}", None)
             if not _approved(decision):
                 self._refuse(ctx, decision)
                 self._stop(ctx, over, refused=_reason(decision))
@@ -247,7 +249,7 @@ class BudgetMiddleware(AgentMiddleware):
             return _refused_outcome(str(refusal.get("reason") or "no reason given"))
         over = self._over(ctx)
         if over and all(o.budget.interrupt for o in over):  # a hard limit stops the run at the next call
-            decision = self._ask(ctx, over, f"budget-{ctx.run_id}-{call.id}", call)
+            decision = self._ask(ctx, over, f"budget-{ctx.run_id}-call-{call.id}", call)
             if not _approved(decision):
                 self._refuse(ctx, decision)
                 return _refused_outcome(_reason(decision))
