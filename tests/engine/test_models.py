@@ -244,6 +244,41 @@ async def test_cost_for_priced_and_unpriced_models(stub_server):
     assert total.calls == 2 and total.unpriced_calls == 1 and total.cost_usd == priced.usage.cost_usd
 
 
+async def test_R5_B1_a_usage_objects_details_never_price_a_call_below_its_counts(stub_server):
+    """A provider's (or a proxy's) usage details are priced by litellm as they say: `text_tokens: 1`
+    made 100k + 100k tokens of gpt-4o cost $0.00001 instead of $1.25, and a cost_usd budget never held
+    (a review found it). The counts kept (cached input at its price) are the floor; details that say
+    more — a cache write — still count."""
+    counts = {"prompt_tokens": 100_000, "completion_tokens": 100_000}
+    honest = {**counts, "prompt_tokens_details": {"cached_tokens": 20_000}}
+    cheat = {**counts, "prompt_tokens_details": {"cached_tokens": 0, "text_tokens": 1},
+             "completion_tokens_details": {"reasoning_tokens": 0, "text_tokens": 1}}
+    stub_server.script(*(StubReply(text="ok", usage=u) for u in (counts, honest, cheat)))
+    plain, cached, cheated = [(await collect(make(stub_server, model="openai/gpt-4o")))[1].usage for _ in range(3)]
+    assert plain.cost_usd == pytest.approx(1.25)  # gpt-4o: $2.50 / $10 a million
+    assert cached.cost_usd == pytest.approx(1.25 - 20_000 * (2.5 - 1.25) / 1e6) and cached.cached_tokens == 20_000
+    assert cheated.cost_usd == pytest.approx(1.25) and cheated.unpriced_calls == 0
+
+
+@pytest.mark.parametrize("usage", [
+    {"total_tokens": 30_010},  # only a total (litellm makes the parts 0)
+    {"completion_tokens": 10},  # no prompt figure
+    {"prompt_tokens": 50},  # no completion figure
+    {"prompt_tokens": 0, "completion_tokens": 0},
+])
+async def test_R5_B1_a_usage_figure_left_out_is_estimated_not_zero(stub_server, usage):
+    """A usage object with a figure missing counted that figure as 0: a run answered with only
+    total_tokens counted nothing, and a total_tokens budget never held (a review found it). A figure
+    given is kept; one missing (or 0: no call has an empty prompt or an answer of no tokens) is the
+    estimate of the request or of the answer."""
+    stub_server.script(StubReply(text="a fine answer of some words", usage=usage))
+    _, resp = await collect(make(stub_server))
+    u = resp.usage
+    assert u.input_tokens > 0 and u.output_tokens > 0, u
+    assert u.input_tokens == usage.get("prompt_tokens") or not usage.get("prompt_tokens")
+    assert u.output_tokens == usage.get("completion_tokens") or not usage.get("completion_tokens")
+
+
 async def test_request_settings_are_passed(stub_server):
     stub_server.script(StubReply(text="ok"))
     await complete(make(stub_server, extra={"temperature": 0.5}), REQUEST.replace(settings={"max_tokens": 17}))

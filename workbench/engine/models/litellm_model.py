@@ -155,6 +155,36 @@ def _get(obj: Any, name: str) -> Any:
     return getattr(obj, name, None)
 
 
+#: Usage figures the kept counts already price (``_cost``): anything else non-zero in a usage object is
+#: priced as reported as well. ``text_tokens`` is the plain part of a count (litellm fills it in), which can
+#: only lower a price.
+_COUNTED = frozenset({"prompt_tokens", "completion_tokens", "total_tokens", "cached_tokens", "reasoning_tokens",
+                      "text_tokens"})
+
+
+def _says_more(raw: Any) -> bool:
+    """Whether a provider's usage object holds a non-zero figure besides the counts kept (cache writes,
+    audio or image tokens, a provider's own fields), in itself or its two ``*_details``."""
+    def fields(obj: Any) -> dict[str, Any]:
+        if isinstance(obj, dict):
+            return obj
+        dump = getattr(obj, "model_dump", None)
+        try:
+            return dump() if callable(dump) else dict(vars(obj))
+        except Exception:  # noqa: BLE001 - an object we cannot read says nothing more
+            return {}
+
+    top = fields(raw)
+    for name, value in top.items():
+        if name in ("prompt_tokens_details", "completion_tokens_details"):
+            if any(k not in _COUNTED and isinstance(v, (int, float)) and not isinstance(v, bool) and v
+                   for k, v in fields(value).items()):
+                return True
+        elif name not in _COUNTED and isinstance(value, (int, float)) and not isinstance(value, bool) and value:
+            return True
+    return False
+
+
 MAX_REPORTED_TOKENS = 10**12
 """The most tokens one call's usage figure may say (a trillion, far past any context window): a larger
 figure is not a count (``_int``)."""
@@ -390,6 +420,16 @@ class LiteLLMModel:
         ``output_tokens`` excludes reasoning tokens (reported as ``thoughts_tokens``) so totals don't
         count them twice; ``cached_tokens`` is the cached part of ``input_tokens``.
         """
+        from workbench.engine.tokens import estimate_messages_tokens, estimate_tokens
+
+        def estimated_prompt() -> int:
+            return (estimate_messages_tokens(request.system, request.messages)
+                    + sum(estimate_tokens(str(t.to_openai())) for t in request.tools))
+
+        def estimated_completion() -> int:
+            return (estimate_tokens(reasoning) + estimate_tokens(text)
+                    + sum(estimate_tokens(c.name) + estimate_tokens(c.raw_arguments) for c in tool_calls))
+
         if raw:
             figures = (_get(raw, "prompt_tokens"), _get(raw, "completion_tokens"),
                        _get(_get(raw, "completion_tokens_details"), "reasoning_tokens"),
@@ -398,20 +438,23 @@ class LiteLLMModel:
                 _int(value, name, self.model) for value, name in zip(figures, (
                     "prompt_tokens", "completion_tokens", "completion_tokens_details.reasoning_tokens",
                     "prompt_tokens_details.cached_tokens")))
-            if any(value is not None and count != value
-                   for count, value in zip((prompt, completion, thoughts, cached), figures)):
-                raw = {"prompt_tokens": prompt, "completion_tokens": completion}  # priced by the counts kept
+            # R5, B1: a figure the provider left out is estimated, not 0 — a usage of only total_tokens made a
+            # run count nothing and a total_tokens budget never held. litellm fills a missing figure with 0,
+            # and no call has an empty prompt, or a text or call with no output tokens: 0 is estimated too.
+            if not prompt:
+                prompt = estimated_prompt()
+            if not completion:
+                completion = estimated_completion()
+            total = _int(_get(raw, "total_tokens"), "total_tokens", self.model)
+            prompt += max(0, total - prompt - completion)  # a total that says more is a floor
         else:
-            from workbench.engine.tokens import estimate_messages_tokens, estimate_tokens
-
-            prompt = estimate_messages_tokens(request.system, request.messages)
-            prompt += sum(estimate_tokens(str(t.to_openai())) for t in request.tools)
+            prompt = estimated_prompt()
             thoughts = estimate_tokens(reasoning)
-            completion = thoughts + estimate_tokens(text)
-            completion += sum(estimate_tokens(c.name) + estimate_tokens(c.raw_arguments) for c in tool_calls)
+            completion = estimated_completion()
             cached = 0
         thoughts = min(thoughts, completion)
-        cost = self._cost(litellm, raw, prompt, completion)
+        cached = min(cached, prompt)
+        cost = self._cost(litellm, raw, prompt, completion, cached, thoughts)
         return Usage(
             input_tokens=prompt,
             output_tokens=completion - thoughts,
@@ -422,9 +465,14 @@ class LiteLLMModel:
             unpriced_calls=0 if cost is not None else 1,
         )
 
-    def _cost(self, litellm: Any, raw: Any, prompt: int, completion: int) -> float | None:
+    def _cost(self, litellm: Any, raw: Any, prompt: int, completion: int, cached: int = 0,
+              thoughts: int = 0) -> float | None:
         """USD cost where litellm knows the model's price, else None.
 
+        Priced from the counts kept (cached input at its price), never below them (R5, B1): the provider's
+        own usage object is priced too only when it says more than those counts — cache writes, audio —
+        and the higher of the two counts. Its details alone (``text_tokens: 1``) made a 100k-token call
+        cost a millionth (a review found it).
         A model litellm cannot price is remembered (``_unpriced``): its look-up fails the same way on
         every call, through a raised and formatted exception, so it is asked once, not once a call.
         """
@@ -432,9 +480,19 @@ class LiteLLMModel:
             return None
         try:
             kwargs: dict[str, Any] = {"model": self.model, "prompt_tokens": prompt, "completion_tokens": completion}
-            if raw is not None and not isinstance(raw, dict):
-                kwargs["usage_object"] = raw
+            usage_type = getattr(litellm, "Usage", None)
+            if (cached or thoughts) and usage_type is not None:
+                kwargs["usage_object"] = usage_type(
+                    prompt_tokens=prompt, completion_tokens=completion, total_tokens=prompt + completion,
+                    prompt_tokens_details={"cached_tokens": cached},
+                    completion_tokens_details={"reasoning_tokens": thoughts})
             prompt_cost, completion_cost = litellm.cost_per_token(**kwargs)
+            if raw is not None and not isinstance(raw, dict) and _says_more(raw):
+                kwargs["usage_object"] = raw
+                as_reported = litellm.cost_per_token(**kwargs)
+                higher = float(as_reported[0]) + float(as_reported[1])
+                if math.isfinite(higher) and higher > float(prompt_cost) + float(completion_cost):
+                    prompt_cost, completion_cost = as_reported
         except Exception as exc:  # noqa: BLE001 - litellm raises for models it cannot price
             log.debug("no price for %s: %s", self.model, exc)
             if "NotMapped" in type(exc).__name__ or "isn't mapped" in str(exc):  # not a passing failure
