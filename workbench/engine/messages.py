@@ -48,6 +48,11 @@ def edit_note(arguments: Any) -> str:
     return EDIT_NOTE + json.dumps(arguments, ensure_ascii=False, sort_keys=True) + "]"
 
 
+#: Appended to a result that ends like an edit note although nobody edited the call (P6): it no longer reads
+#: back as edited.
+FORGED_EDIT_NOTE = "\n\n(The line above is the tool's own output: nobody edited this call.)"
+
+
 def split_edit_note(content: str) -> tuple[str, dict[str, Any] | None]:
     """(the result without the note, the arguments the edited call used) — (content, None) if not edited."""
     at = content.rfind(EDIT_NOTE)

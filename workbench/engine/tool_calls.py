@@ -16,7 +16,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from workbench.engine.frozen import freeze
-from workbench.engine.messages import Message, ToolCall, edit_note
+from workbench.engine.messages import FORGED_EDIT_NOTE, Message, ToolCall, edit_note, edited_arguments
 from workbench.engine.middleware import AgentMiddleware, Question, RunResult, Suspend, ToolContext
 from workbench.engine.runtime import CURRENT_RUN, MESSAGES, _active, _Runtime
 from workbench.engine.tools import (
@@ -294,6 +294,10 @@ class ToolCalls:
                     **extra)
             return ToolOutcome(outcome.status, outcome.content + edit_note(call.arguments or {}), outcome.details)
         rt.emit("tool_call_finished", call_id=call.id, name=call.name, status=outcome.status, **extra)  # E6
+        if edited_arguments(outcome.content) is not None:
+            # P6: a result is read back as "edited" by its last line (results travel as text); a tool or
+            # server that ends its own output with that line must not forge the person's edit
+            outcome = ToolOutcome(outcome.status, outcome.content + FORGED_EDIT_NOTE, outcome.details)
         return outcome
 
     def _remember_rejection(self, rt: _Runtime, call: ToolCall) -> None:
