@@ -275,3 +275,25 @@ async def test_a_warm_up_lost_with_its_host_is_asked_again_of_the_next_one(stub_
     await model_info.settled("openai/gpt-4o-mini", 60)
     assert model_info._windows.get("openai/gpt-4o-mini") == 128000  # noqa: SLF001 - learnt from the new host
     assert model_info.prices("openai/gpt-4o-mini") is not None
+
+
+async def test_giving_up_on_a_silent_warm_up_neither_cancels_it_nor_fails_the_call() -> None:
+    """C7 waits a while for the host's look-up of the model's window (``model_info.settled``). Giving up
+    cancelled the shared warm-up future, and the model's next call then raised
+    concurrent.futures.CancelledError — an Exception, so the run failed after 120 s (a review found it)."""
+    import concurrent.futures
+
+    class SilentHost:  # accepted the warm-up, never answers it; the call itself is refused at once
+        def warm(self, name: str) -> concurrent.futures.Future[float]:
+            return concurrent.futures.Future()
+
+        def open_stream(self, spec: object, request: object) -> None:
+            raise ModelError("the host is gone", retryable=True)
+
+    model = ProcessModel(inner("http://127.0.0.1:9"), host=SilentHost)  # type: ignore[arg-type]
+    warm = model.warm_up()
+    await model_info.settled(model.name, timeout=0.2)
+    assert not warm.cancelled()
+    with pytest.raises(ModelError, match="the host is gone"):
+        async for _ in model.stream(REQUEST):
+            pass

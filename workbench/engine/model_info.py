@@ -30,8 +30,10 @@ async def settled(model_name: str, timeout: float = 120.0) -> None:
     """Wait for a look-up of ``model_name`` in flight, if any (a failed one is not waited for again)."""
     lookup = _pending.get(model_name)
     if lookup is not None and not lookup.done():
+        # shielded: giving up waiting must not cancel the look-up itself, which the model's own calls
+        # read (a cancelled warm-up raised concurrent.futures.CancelledError into the run, a review found)
         with contextlib.suppress(Exception):
-            await asyncio.wait_for(asyncio.wrap_future(lookup), timeout)
+            await asyncio.wait_for(asyncio.shield(asyncio.wrap_future(lookup)), timeout)
 
 
 def remember(model_name: str, window: int | None, prices: tuple[float, float] | None) -> None:

@@ -282,7 +282,7 @@ class ProcessModel:
     def warm_up(self) -> concurrent.futures.Future[float]:
         """Start the host and have it import and warm litellm (and look up this model's window and
         price); one warm-up per model while it lasts."""
-        if self._warm is not None and (not self._warm.done() or self._warm.exception() is None):
+        if self._warm is not None and (not self._warm.done() or _succeeded(self._warm)):
             return self._warm
         try:
             self._warm = self._host().warm(self.name)
@@ -334,7 +334,7 @@ class ProcessModel:
                 async for item in self.inner.stream(request):
                     yield item
                 return
-            if self._warm is not None and self._warm.done() and self._warm.exception() is not None:
+            if self._warm is not None and self._warm.done() and not _succeeded(self._warm):
                 # the warm-up died with an earlier host: ask this one, so the model's window (C7) and
                 # price (B2, a call cut mid-stream) are known from the next step on
                 self.warm_up()
@@ -362,6 +362,11 @@ class ProcessModel:
                         return
             finally:
                 host.close_stream(call_id, cancel=not finished)
+
+
+def _succeeded(future: concurrent.futures.Future[Any]) -> bool:
+    """Whether a finished warm-up answered (not failed, not cancelled: ``exception()`` raises for that)."""
+    return not future.cancelled() and future.exception() is None
 
 
 class _RememberedPrices:
