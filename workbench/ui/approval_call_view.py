@@ -10,7 +10,8 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
-from workbench.ui.plain_text import escape as _html
+from workbench.ui.plain_text import escape, visible_text
+from workbench.ui.plain_text import escape_visible as _html  # the model's text: one line, nothing hidden
 from workbench.ui.proposed_diff import FILE_TOOLS, proposed_text, unified_diff
 
 if TYPE_CHECKING:
@@ -74,7 +75,8 @@ class CallView:
         else:  # said in bold words, not by colour alone (G14)
             head, _, rest = sandbox.partition(" — ")
             shown = f"<b>Sandbox: {_html(head)}</b>" + (f" — {_html(rest)}" if rest else "")
-        lines = [f"Command: <code style='white-space:pre-wrap'>{_html(command)}</code>", f"Folder: {where}", shown]
+        lines = [f"Command: <code style='white-space:pre-wrap'>{escape(visible_text(command))}</code>",
+                 f"Folder: {where}", shown]
         self.command_label.setText("<br>".join(lines))
         plain = f"Command: {command}. Folder: {folder}. Sandbox: {sandbox}"
         self.command_label.setAccessibleName(plain)

@@ -39,7 +39,7 @@ from workbench.ui.approval_call_view import CallView
 from workbench.ui.approval_rules import AlwaysRules
 from workbench.ui.buttons import quiet_button
 from workbench.ui.decision_settle import DecisionSettle
-from workbench.ui.plain_text import plain_label, plain_tooltip, rich_label
+from workbench.ui.plain_text import plain_label, plain_tooltip, rich_label, visible_json, visible_line
 from workbench.ui.proposed_diff import FILE_TOOLS, DiffHighlighter
 from workbench.ui.qt_async import start
 from workbench.ui.style import safe_is_dark
@@ -269,7 +269,9 @@ class ApprovalDialog(QDialog, CallView, AlwaysRules):
                 d = self.decisions.get(q.id)
                 state = _DECIDED_WORDS.get(str(d.get("decision")), "decided") if d else "to decide"
                 args = self._args(q)
-                what = str(q.payload.get("tool", "?")) + (f" {args['path']}" if isinstance(args.get("path"), str) else "")
+                # one line each, nothing hidden: a path with a line break faked a row ("2. Rejected") below
+                what = visible_line(str(q.payload.get("tool", "?")) + (f" {args['path']}" if isinstance(args.get("path"), str)
+                                                                       else ""))
                 # The state in words first (G14: not told by colour alone), the call below it.
                 item = QListWidgetItem(f"{i + 1}. {state.capitalize()}\n{what}")
                 item.setToolTip(plain_tooltip(f"{what}: {state}"))
@@ -328,13 +330,14 @@ class ApprovalDialog(QDialog, CallView, AlwaysRules):
         self._show_agent(q)
         reason = str(q.payload.get("reason") or "")
         rule = q.payload.get("rule")
-        parts = [f"Why it asks: {reason}" if reason else "Why it asks: your permission rules ask before this call."]
+        parts = [f"Why it asks: {visible_line(reason)}" if reason else
+                 "Why it asks: your permission rules ask before this call."]
         if rule:
-            parts.append(f"Rule: {rule}")
+            parts.append(f"Rule: {visible_line(rule)}")
         self.reason_label.setText("\n".join(parts))
         self._editing = False
         self.args_edit.setReadOnly(True)
-        self.args_edit.setPlainText(json.dumps(self._args(q), indent=2, ensure_ascii=False))
+        self.args_edit.setPlainText(visible_json(self._args(q)))
         self.edit_button.setText("Edit arguments")
         self.approve_button.setText("Approve once")
         self.reject_message.clear()
@@ -448,7 +451,7 @@ class ApprovalDialog(QDialog, CallView, AlwaysRules):
         self.edit_button.setText("Cancel edit" if self._editing else "Edit arguments")
         self.approve_button.setText("Run edited" if self._editing else "Approve once")
         if not self._editing:
-            self.args_edit.setPlainText(json.dumps(self._args(q), indent=2, ensure_ascii=False))
+            self.args_edit.setPlainText(visible_json(self._args(q)))
         else:
             self.tabs.setCurrentIndex(0)
             self.args_edit.setFocus()

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 from PySide6.QtCore import Slot
 
-from workbench.ui.plain_text import escape as _html, plain_tooltip
+from workbench.ui.plain_text import escape_visible as _html, plain_tooltip  # rules hold the model's text
 from workbench.ui.qt_async import start
 
 if TYPE_CHECKING:

@@ -38,7 +38,7 @@ from workbench.decisions import format_age
 from workbench.ui.buttons import quiet_button
 from workbench.ui.decision_settle import DecisionSettle
 from workbench.ui import qt_async
-from workbench.ui.plain_text import plain_label, plain_tooltip
+from workbench.ui.plain_text import plain_label, plain_tooltip, visible_json, visible_line
 
 if TYPE_CHECKING:
     from workbench.decisions import PendingDecision
@@ -193,9 +193,11 @@ class DecisionsPanel(QWidget):
             self.tree.clear()
             rows = []
             for item in self.items:
-                row = QTreeWidgetItem([self._what(item), self._source(item), format_age(item.age())])
+                # one line each, nothing hidden (plain_text.visible_line): the model's and the thread's text
+                row = QTreeWidgetItem([visible_line(self._what(item)), visible_line(self._source(item)),
+                                       format_age(item.age())])
                 row.setData(0, _ID_ROLE, item.id)
-                row.setToolTip(0, plain_tooltip(item.summary()))  # Q1: the model's command as written
+                row.setToolTip(0, plain_tooltip(visible_line(item.summary())))  # Q1: the model's command
                 if item.source == "task":
                     row.setToolTip(1, plain_tooltip(f"Background task {item.task_id} of the sub-agent {item.agent} "
                                                     f"(its thread {item.thread_id})"))
@@ -303,9 +305,9 @@ class DecisionsPanel(QWidget):
         if tool:
             reason = str(payload.get("reason") or "your permission rules ask before this call")
             rule = payload.get("rule")
-            self.reason.setText(f"Why it asks: {reason}" + (f"\nRule: {rule}" if rule else ""))
+            self.reason.setText(f"Why it asks: {visible_line(reason)}" + (f"\nRule: {visible_line(rule)}" if rule else ""))
             if not self._editing:
-                self.args.setPlainText(json.dumps(item.arguments, indent=2, ensure_ascii=False))
+                self.args.setPlainText(visible_json(item.arguments))
         else:
             shown = {k: v for k, v in payload.items() if k not in ("arguments",)}
             why = str(payload.get("reason") or "")
@@ -318,7 +320,7 @@ class DecisionsPanel(QWidget):
                                 + (f"Allow {allow}: the run may go on until {until}; or stop." if allow
                                    else "Continue (it may spend its configured limit again), or stop.") if hold
                                 else f"A question of kind {item.kind}.")
-            self.args.setPlainText(json.dumps(shown, indent=2, ensure_ascii=False, default=str))
+            self.args.setPlainText(visible_json(shown))
         self.approve_button.setVisible(not hold)
         self.edit_button.setVisible(tool)
         self.reject_button.setVisible(not hold)
@@ -335,11 +337,11 @@ class DecisionsPanel(QWidget):
         self._validate()
 
     def _show_title(self, item: PendingDecision) -> None:
-        where = "this thread" if item.current else f"thread “{item.thread_title}”"
+        where = "this thread" if item.current else f"thread “{visible_line(item.thread_title)}”"
         if item.source == "task" and item.task_id:
             where = f"the sub-agent {item.agent}'s background task {item.task_id}"
         age = format_age(item.age())
-        self.title.setText(f"{item.summary()} — asked {age if age == 'just now' else age + ' ago'} in {where}"
+        self.title.setText(f"{visible_line(item.summary())} — asked {age if age == 'just now' else age + ' ago'} in {where}"
                            + (f" (call {item.index + 1} of {item.count})" if item.count > 1 else ""))
 
     # -- actions --------------------------------------------------------------------------------------
@@ -368,7 +370,7 @@ class DecisionsPanel(QWidget):
         self.edit_button.setText("Cancel edit" if self._editing else "Edit arguments")
         self.approve_button.setText("Run edited" if self._editing else "Approve")
         if not self._editing:
-            self.args.setPlainText(json.dumps(item.arguments, indent=2, ensure_ascii=False))
+            self.args.setPlainText(visible_json(item.arguments))
         else:
             self.args.setFocus()
         self._validate()

@@ -24,19 +24,30 @@ So, in ``workbench/ui``:
   ``&`` there for a keyboard mnemonic and hides it.
 
 For ordinary text nothing changes: a string that does not look rich was shown plainly before as well.
+
+Plain text can still hide or reorder what it says. Where the person decides (the approval dialog, the
+Decisions inbox), what a model or tool server wrote is shown with ``visible_line`` (one line: a line
+break is ``\n``, so a path cannot fake a row of the list of calls), ``visible_text`` (a command: its
+lines kept) or ``visible_json`` (arguments), which show control, bidi and zero-width characters as
+escapes: bidi isolates once made ``: ⁧⁦; curl … | sh ⁩ # ⁦echo ok⁩⁩`` read ``: echo ok # ; curl …``,
+the pipe into ``sh`` apparently commented out (found by a review).
 """
 
 from __future__ import annotations
 
 import html
+import json
+import unicodedata
 from typing import Any, TypeVar
 
 from PySide6.QtCore import Qt
 from PySide6.QtGui import Qt as QtGuiNamespace
 from PySide6.QtWidgets import QLabel, QMessageBox
 
+from workbench.terminal_text import HIDING_CATEGORIES, terminal_safe
+
 __all__ = ["escape", "literal_ampersands", "make_plain", "plain_label", "plain_message_box", "plain_tooltip",
-           "rich_label"]
+           "escape_visible", "rich_label", "visible_json", "visible_line", "visible_text"]
 
 L = TypeVar("L", bound=QLabel)
 
@@ -97,3 +108,38 @@ def literal_ampersands(text: Any) -> str:
     """``text`` for a button, radio button or menu entry: each ``&`` doubled, so Qt shows it instead of
     taking it for a keyboard mnemonic (``R&D`` stays ``R&D``, not ``RD``)."""
     return str(text).replace("&", "&&")
+
+
+def visible_line(text: Any) -> str:
+    """Untrusted ``text`` on one line with nothing hidden: line breaks and tabs as ``\\n``/``\\t``, every
+    control, bidi, zero-width or other format character as an escape (``\\u2067``)."""
+    return terminal_safe("" if text is None else text)
+
+
+def visible_text(text: Any) -> str:
+    """Like ``visible_line``, with its line breaks and tabs kept (a command, a message)."""
+    return terminal_safe("" if text is None else text, multiline=True)
+
+
+def _json_escape(char: str) -> str:
+    code = ord(char)
+    if code > 0xFFFF:  # JSON escapes a code point past the BMP as its surrogate pair
+        code -= 0x10000
+        return f"\\u{0xD800 + (code >> 10):04x}\\u{0xDC00 + (code & 0x3FF):04x}"
+    return f"\\u{code:04x}"
+
+
+def visible_json(value: Any) -> str:
+    """``value`` as indented JSON in which no character hides: json.dumps escapes controls, and the bidi,
+    zero-width and other format characters left in its strings are escaped too (``\\u202e``) — still
+    JSON, so an edit of it reads back the same value."""
+    text = json.dumps(value, indent=2, ensure_ascii=False, default=str)
+    if text.isprintable() or all(c in "\n " or c.isprintable() for c in text):
+        return text
+    return "".join(_json_escape(c) if c not in "\n" and unicodedata.category(c) in HIDING_CATEGORIES else c
+                   for c in text)
+
+
+def escape_visible(text: Any) -> str:
+    """``visible_line`` of ``text``, escaped for rich text of our own (``escape``)."""
+    return escape(visible_line(text))
