@@ -15,7 +15,7 @@ from workbench.ui.plain_text import escape_visible as _html  # the model's text:
 from workbench.ui.proposed_diff import FILE_TOOLS, proposed_text, unified_diff
 
 if TYPE_CHECKING:
-    from PySide6.QtWidgets import QComboBox, QLabel, QPlainTextEdit
+    from PySide6.QtWidgets import QComboBox, QLabel, QPlainTextEdit, QWidget
 
     from workbench.session import Question
 
@@ -33,6 +33,7 @@ class CallView:
         agent_label: QLabel
         tool_label: QLabel
         command_label: QLabel
+        command_box: QWidget
         command_rule_combo: QComboBox
         diff_view: QPlainTextEdit
         _old_text: dict[str, str | None]
@@ -50,7 +51,7 @@ class CallView:
         """E2, E5: the command, its folder and the sandbox's state; the prefix-level rule proposals."""
         p = q.payload
         is_command = p.get("tool") == "execute"
-        self.command_label.setVisible(is_command)
+        self.command_box.setVisible(is_command)
         self.command_rule_combo.blockSignals(True)
         self.command_rule_combo.clear()
         proposals = [str(x) for x in p.get("proposals") or [] if isinstance(x, str)] if is_command else []

@@ -19,17 +19,21 @@ import json
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
-from PySide6.QtCore import QEvent, Qt, Signal, Slot
+from PySide6.QtCore import QEvent, QObject, QSize, Qt, Signal, Slot
 from PySide6.QtGui import QFont
 from PySide6.QtWidgets import (
     QComboBox,
     QDialog,
+    QFrame,
     QHBoxLayout,
+    QLabel,
     QLineEdit,
     QListWidget,
     QListWidgetItem,
     QPlainTextEdit,
     QPushButton,
+    QScrollArea,
+    QSizePolicy,
     QTabWidget,
     QVBoxLayout,
     QWidget,
@@ -46,6 +50,50 @@ from workbench.ui.style import safe_is_dark
 
 if TYPE_CHECKING:
     from workbench.session import Question
+
+
+class _Bounded(QScrollArea):
+    """A label in a frameless scroll area as high as its text, up to ``lines`` lines, that never widens the
+    dialog: a model's command of 20,000 characters or 120 lines scrolls there, where it pushed the dialog
+    past the screen and Reject out of reach while Approve stayed on it (a review found it)."""
+
+    def __init__(self, label: QLabel, lines: int, parent: QWidget) -> None:
+        super().__init__(parent)
+        self.setObjectName(f"{label.objectName()}_box")
+        label.setAlignment(Qt.AlignmentFlag.AlignLeft | Qt.AlignmentFlag.AlignTop)
+        self.setWidget(label)
+        self.setWidgetResizable(True)
+        self.setFrameShape(QFrame.Shape.NoFrame)
+        self.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Maximum)
+        self._most = label.fontMetrics().lineSpacing() * lines + 2 * label.margin()
+        label.installEventFilter(self)  # its text changed: so may the height it needs
+
+    def eventFilter(self, obj: QObject, event: QEvent) -> bool:  # noqa: N802 - Qt override
+        if event.type() == QEvent.Type.LayoutRequest:
+            self.updateGeometry()
+        return super().eventFilter(obj, event)
+
+    def resizeEvent(self, event: Any) -> None:  # noqa: N802 - Qt override
+        super().resizeEvent(event)
+        if event.oldSize().width() != event.size().width():
+            self.updateGeometry()  # the text wraps otherwise at the new width: its height follows
+
+    def sizeHint(self) -> QSize:  # noqa: N802 - Qt override
+        label = self.widget()
+        parent = self.parentWidget()
+        width = self.viewport().width() if self.isVisible() else (parent.width() - 24 if parent else 600)
+        width = max(width, 200)
+        need = label.heightForWidth(width) if label.hasHeightForWidth() else -1
+        need = need if need > 0 else label.sizeHint().height()
+        scrollbar = self.horizontalScrollBar().sizeHint().height() if label.minimumSizeHint().width() > width else 0
+        return QSize(super().sizeHint().width(), min(need, self._most) + scrollbar)
+
+    def minimumSizeHint(self) -> QSize:  # noqa: N802 - Qt override
+        return QSize(0, min(self.sizeHint().height(), self.widget().fontMetrics().lineSpacing() * 2))
+
+
+def _bounded(label: QLabel, lines: int, parent: QWidget) -> QScrollArea:
+    return _Bounded(label, lines, parent)
 
 STOP_RUN = "stop-run"
 """What ``decision_dialogs.ask_decisions`` returns when the person chose "Stop this run" (G12)."""
@@ -124,20 +172,21 @@ class ApprovalDialog(QDialog, CallView, AlwaysRules):
         self.tool_label = rich_label()  # our markup; the tool and path escaped (approval_call_view)
         self.tool_label.setObjectName("approval_tool")
         self.tool_label.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
-        lay.addWidget(self.tool_label)
+        lay.addWidget(_bounded(self.tool_label, 2, self))
         self.reason_label = plain_label()
         self.reason_label.setObjectName("approval_reason")
         self.reason_label.setWordWrap(True)
         self.reason_label.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
         self.reason_label.setProperty("role", "muted")  # the theme's secondary text colour
-        lay.addWidget(self.reason_label)
+        lay.addWidget(_bounded(self.reason_label, 4, self))
         # E2, E5: a command's line, folder and whether a sandbox holds it, in words (G14: not by colour).
         self.command_label = rich_label()  # our markup; command, folder and sandbox escaped (approval_call_view)
         self.command_label.setObjectName("approval_command")
         self.command_label.setWordWrap(True)
         self.command_label.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
-        self.command_label.hide()
-        lay.addWidget(self.command_label)
+        self.command_box = _bounded(self.command_label, 10, self)
+        self.command_box.hide()
+        lay.addWidget(self.command_box)
 
         self.tabs = QTabWidget(self)
         self.diff_view = QPlainTextEdit(self)
