@@ -61,3 +61,23 @@ async def test_a_finished_stream_counts_the_providers_figures_not_an_estimate(wo
     result = await session.run("hi")
     assert (result.usage.input_tokens, result.usage.output_tokens, result.usage.calls) == (123, 7, 1)
     await session.close()
+
+
+async def test_an_answer_that_never_ends_is_cut_at_the_cap_and_counted(workspace, stub_server, monkeypatch):
+    """R6: a runaway or hostile endpoint streaming without end is cut at MAX_ANSWER_CHARS (the run fails
+    naming it) and what it streamed counts, estimated, like any cut call; the text kept is the cap's."""
+    from workbench.engine import model_calls
+
+    monkeypatch.setattr(model_calls, "MAX_ANSWER_CHARS", 2_000)
+    stub_server.script(StubReply(text=LONG, chunks=200))  # ~3,300 characters
+    session = await Session.open(workspace)
+    events = []
+    session.subscribe(events.append, replay=False)
+    result = await session.run("Write a long answer")
+    assert result.status == "failed" and "passed 2,000 characters" in (result.error or ""), result
+    streamed = "".join(e.data["text"] for e in events if e.type == "model_delta")
+    assert 0 < len(streamed) <= 2_000
+    assert result.usage.calls == 1 and result.usage.output_tokens > 0
+    finished = [e for e in events if e.type == "model_call_finished"]
+    assert len(finished) == 1 and finished[0].data.get("estimated") is True
+    await session.close()

@@ -17,6 +17,9 @@ from workbench.engine.runtime import _active, _Runtime
 from workbench.engine.usage import Usage
 from workbench.errors import ModelError, RunError
 
+#: The most text one model answer may stream (a runaway or hostile endpoint never ends its answer).
+MAX_ANSWER_CHARS = 8_000_000
+
 if TYPE_CHECKING:
     from workbench.engine.agent import Agent
 
@@ -105,10 +108,15 @@ class ModelCalls:
 
     async def _stream(self, rt: _Runtime, request: ModelRequest) -> ModelResponse:
         final: ModelResponse | None = None
+        size = 0
         async for item in self.agent.model.stream(request):
             if isinstance(item, ModelDelta):
                 if item.text:
-                    rt.partial += item.text
+                    size += len(item.text)
+                    if size > MAX_ANSWER_CHARS:  # cut: counted from its estimate, as any cut call (R6)
+                        raise ModelError(f"model {self.agent.model.name!r}: its answer passed "
+                                         f"{MAX_ANSWER_CHARS:,} characters; the call was cut there")
+                    rt.add_partial(item.text)
                     rt.emit("model_delta", text=clean_text(item.text))  # R10: listeners get storable text
             else:
                 final = item
