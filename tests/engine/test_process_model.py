@@ -15,6 +15,7 @@ import signal
 import subprocess
 import sys
 import textwrap
+from typing import Any
 import time
 from pathlib import Path
 
@@ -292,8 +293,94 @@ async def test_giving_up_on_a_silent_warm_up_neither_cancels_it_nor_fails_the_ca
 
     model = ProcessModel(inner("http://127.0.0.1:9"), host=SilentHost)  # type: ignore[arg-type]
     warm = model.warm_up()
-    await model_info.settled(model.name, timeout=0.2)
-    assert not warm.cancelled()
-    with pytest.raises(ModelError, match="the host is gone"):
+    try:
+        await model_info.settled(model.name, timeout=0.2)
+        assert not warm.cancelled()
+        with pytest.raises(ModelError, match="the host is gone"):
+            async for _ in model.stream(REQUEST):
+                pass
+        started = asyncio.get_running_loop().time()
+        await model_info.settled(model.name, timeout=30)  # waited for once in vain: not again
+        assert asyncio.get_running_loop().time() - started < 1
+    finally:
+        warm.set_result(0.0)  # nothing of this test is left pending for the next
+
+
+class _SilentHost:
+    """A host that takes calls and never answers them (wedged, or stopped with SIGSTOP)."""
+
+    def __init__(self) -> None:
+        self.abandoned: list[str] = []
+
+    def open_stream(self, spec: object, request: object) -> tuple[int, asyncio.Queue[Any]]:
+        return 1, asyncio.Queue()
+
+    def close_stream(self, call_id: int, *, cancel: bool = False) -> None:
+        pass
+
+    def abandon(self, why: str) -> None:
+        self.abandoned.append(why)
+
+
+async def test_a_host_that_never_answers_is_abandoned_and_the_call_made_in_this_process(stub_server, monkeypatch) -> None:
+    """R6: a wedged shared host accepted the call and said nothing: `workbench run` waited for ever, and so
+    did every later command (a review found it). Past the call's own time limit the host is abandoned
+    and, for the shared host (which may fall back), this process makes the call itself, then and after."""
+
+    from workbench.engine.models import process_model
+
+    monkeypatch.setattr(process_model, "SILENCE_MARGIN", 0.2)
+    stub_server.script(StubReply(text="from this process"), StubReply(text="again here"))
+    silent = _SilentHost()
+    model = ProcessModel(inner(stub_server.url, timeout=0.3, max_retries=0), host=lambda: silent, fallback=True)
+    _, final = await collect(model)
+    assert final.message.content == "from this process" and len(silent.abandoned) == 1
+    assert "sent nothing for" in silent.abandoned[0]
+    _, final = await collect(model)  # the silent host is not tried again
+    assert final.message.content == "again here" and len(silent.abandoned) == 1
+
+
+async def test_a_host_of_our_own_that_never_answers_fails_the_call_retryably(monkeypatch) -> None:
+    from workbench.engine.models import process_model
+
+    monkeypatch.setattr(process_model, "SILENCE_MARGIN", 0.2)
+    hosts: list[_SilentHost] = []
+
+    def spawn() -> _SilentHost:
+        hosts.append(_SilentHost())
+        return hosts[-1]
+
+    model = ProcessModel(inner("http://127.0.0.1:9", timeout=0.3, max_retries=0), host=spawn)  # type: ignore[arg-type]
+    with pytest.raises(ModelError, match="sent nothing for") as caught:
         async for _ in model.stream(REQUEST):
             pass
+    assert caught.value.retryable and len(hosts) == 2 and all(h.abandoned for h in hosts)  # replaced once
+
+
+async def test_a_stop_ends_the_wait_for_a_models_window_at_once(tmp_path) -> None:
+    """R6: before its first model call a run waits (up to 120 s) for the model host's look-up of the
+    window (C7); a host that never answers kept Ctrl-C waiting there (a review found it)."""
+    import concurrent.futures
+    import time
+
+    from workbench.engine.models.scripted import ScriptedModel, reply
+    from workbench.session import Session
+
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    model = ScriptedModel([reply("never")], name="openai/never-answers")
+    never: concurrent.futures.Future[float] = concurrent.futures.Future()
+    model_info.expect(model.name, never)
+    session = await Session.open(ws, model=model)
+    try:
+        task = asyncio.ensure_future(session.run("hi"))
+        await asyncio.sleep(0.5)
+        assert not task.done()  # waiting for the window
+        started = time.monotonic()
+        await session.stop()
+        result = await asyncio.wait_for(task, 10)
+        assert result.status == "aborted" and time.monotonic() - started < 5
+        assert not never.cancelled() and model.calls == 0
+    finally:
+        await session.close()
+        never.set_result(0.0)

@@ -108,6 +108,11 @@ class HookContext:
         return self._rt.run_id
 
     @property
+    def stopping(self) -> bool:
+        """Whether the person asked the run to stop (R6): a hook waiting on something gives up."""
+        return bool(self._rt.stop_requested)
+
+    @property
     def step(self) -> int:
         return self._rt.step
 

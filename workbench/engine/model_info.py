@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
-import contextlib
 import sys
+from collections.abc import Callable
 from typing import Any
 
 _windows: dict[str, int | None] = {}
@@ -26,14 +26,25 @@ def expect(model_name: str, lookup: concurrent.futures.Future[Any]) -> None:
     _pending[model_name] = lookup
 
 
-async def settled(model_name: str, timeout: float = 120.0) -> None:
-    """Wait for a look-up of ``model_name`` in flight, if any (a failed one is not waited for again)."""
+async def settled(model_name: str, timeout: float = 120.0, stopped: Callable[[], bool] | None = None) -> None:
+    """Wait for a look-up of ``model_name`` in flight, if any (a failed one, or one already waited for in
+    vain, is not waited for again), up to ``timeout`` seconds, or until ``stopped()`` says the run is stopping (R6: a stop at any moment ends
+    the run; a host that never answers kept Ctrl-C waiting here, a review found)."""
     lookup = _pending.get(model_name)
-    if lookup is not None and not lookup.done():
-        # shielded: giving up waiting must not cancel the look-up itself, which the model's own calls
-        # read (a cancelled warm-up raised concurrent.futures.CancelledError into the run, a review found)
-        with contextlib.suppress(Exception):
-            await asyncio.wait_for(asyncio.shield(asyncio.wrap_future(lookup)), timeout)
+    if lookup is None or lookup.done():
+        return
+    # never cancelled: the look-up is the model's own (its calls read it); giving up only stops waiting
+    # (a cancelled warm-up raised concurrent.futures.CancelledError into the run, a review found)
+    waited = asyncio.wrap_future(lookup)
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout
+    while not waited.done() and not (stopped is not None and stopped()):
+        left = deadline - loop.time()
+        if left <= 0:
+            if _pending.get(model_name) is lookup:  # waited for once: later calls do not wait for it again
+                del _pending[model_name]
+            return
+        await asyncio.wait({waited}, timeout=min(left, 0.25))
 
 
 def remember(model_name: str, window: int | None, prices: tuple[float, float] | None) -> None:

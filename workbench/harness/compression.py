@@ -405,7 +405,8 @@ class CompressionMiddleware(AgentMiddleware):
         if self.records_store is None:
             return await call_next(request)
         if self._window is None and self._model_name and not self.config.max_input_tokens:
-            await model_info.settled(self._model_name)  # C7: the window a model host is looking up
+            # C7: the window a model host is looking up (a stop ends the wait, R6)
+            await model_info.settled(self._model_name, stopped=lambda: ctx.stopping)
         messages = list(request.messages)
         records = self.records_store.records(ctx.thread_id)
         view = compressed_view(messages, records, self.config.max_tool_response_chars,

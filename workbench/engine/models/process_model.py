@@ -244,6 +244,19 @@ class ModelHost:
     def _ended(self) -> None:
         """The host's stdout closed: it exited or died. Every open call fails (retryable), once."""
         code = self.process.poll() if self.process is not None else None
+        self._fail_all(f"the model process ended (exit code {code})" if code is not None else
+                       "the model process ended")
+
+    def abandon(self, why: str) -> None:
+        """The host stopped answering (wedged, or stopped with SIGSTOP): this connection ends as if it had
+        died — its calls fail, retryably — and a host process of this app's own is killed, so the next
+        call starts another."""
+        if self.process is not None:
+            with contextlib.suppress(OSError):
+                self.process.kill()
+        self._fail_all(f"the model process {why}")
+
+    def _fail_all(self, why: str) -> None:
         if self._closer is not None:
             with contextlib.suppress(OSError):
                 self._closer()
@@ -251,12 +264,15 @@ class ModelHost:
             self._dead = True
             streams, self._streams = dict(self._streams), {}
             warms, self._warms = dict(self._warms), {}
-        why = f"the model process ended (exit code {code})" if code is not None else "the model process ended"
         for target in streams.values():
             self._post(target, ("ended", why))
         for future, _ in warms.values():
             if not future.done():
                 future.set_exception(ModelError(why, retryable=True))
+
+
+#: Seconds a model host may stay silent past the inner model's own timeout before it counts as wedged.
+SILENCE_MARGIN = 30.0
 
 
 class ProcessModel:
@@ -269,6 +285,7 @@ class ProcessModel:
         self._host = host or ModelHost.shared
         # A host that cannot be had (the shared one would not start): call in-process instead of failing.
         self._fallback = fallback
+        self._in_process = False  # a shared host stopped answering: later calls run in this process
         self._warm: concurrent.futures.Future[float] | None = None
 
     def __repr__(self) -> str:
@@ -311,6 +328,16 @@ class ProcessModel:
 
         threading.Thread(target=run, name="workbench-model-warm-up", daemon=True).start()
 
+    def _silence_limit(self, streaming: bool) -> float:
+        """How long a call may go without a word from the host before it counts as wedged: the inner
+        model's read timeout with a margin, while it streams; before its first item, every try and
+        backoff the inner model may make (``LiteLLMModel``'s retries happen in the host)."""
+        m = self.inner
+        if streaming:
+            return m.timeout + SILENCE_MARGIN
+        tries = m.max_retries + 1
+        return tries * (m.timeout + SILENCE_MARGIN) + sum(m.backoff_base * 2 ** i for i in range(tries)) * 2
+
     def close(self, timeout: float = 5.0) -> None:
         """Nothing of its own to close: the host is shared by the process's models and ends with it."""
 
@@ -325,6 +352,10 @@ class ProcessModel:
         call fails with a retryable ``ModelError`` naming it."""
         request = request.replace(meta={})  # bookkeeping for the engine, never sent
         for attempt in (1, 2):
+            if self._in_process:  # a shared host went silent earlier: this process calls for itself
+                async for item in self.inner.stream(request):
+                    yield item
+                return
             try:
                 host = await asyncio.to_thread(self._host) if self._fallback else self._host()
             except ModelError as exc:
@@ -342,7 +373,20 @@ class ProcessModel:
             finished = yielded = False
             try:
                 while True:
-                    kind, payload = await queue.get()
+                    limit = self._silence_limit(yielded)
+                    try:
+                        kind, payload = await asyncio.wait_for(queue.get(), limit)
+                    except asyncio.TimeoutError:
+                        # nothing for longer than the call itself may take: the host is wedged (or stopped).
+                        # A shared one is left for this process's later calls too (R6: no call waits for ever)
+                        host.abandon(f"sent nothing for {limit:g} s")
+                        self._in_process = self._fallback
+                        if attempt == 1 and not yielded:
+                            log.warning("%s: the model process sent nothing for %g s; calling again", self.name,
+                                        limit)
+                            break
+                        raise ModelError(f"{self.name}: the model process sent nothing for {limit:g} s",
+                                         retryable=True) from None
                     if kind == "item":
                         yielded = True
                         yield with_queued_deltas(payload, queue) if isinstance(payload, ModelDelta) else payload
