@@ -389,17 +389,45 @@ async def test_x2_sixty_tools_are_all_offered_with_names_every_provider_takes(tm
 
 async def test_x2_an_image_becomes_an_artifact_named_in_the_result(tmp_path: Path, stub_server: StubServer, marker: str):
     ws = workspace(tmp_path, stub_server, {"tiny": tiny("normal", marker)})
+    # the same call id in two steps (providers number calls call_0, call_1 in every message): two images
+    stub_server.script(StubReply(tool_calls=[("mcp__tiny__picture", {}, "call_pic")]),
+                       StubReply(tool_calls=[("mcp__tiny__picture", {}, "call_pic")]), StubReply(text="ok"))
+    session = await Session.open(ws, api_key="sk-test")
+    try:
+        assert (await session.run("draw")).status == "done"
+        first, second = tool_results(stub_server.requests[-1])
+        name = "mcp/tiny/picture-s1-call_pic-1.png"
+        assert f"saved as the artifact '{name}'" in first and "image/png" in first
+        assert "saved as the artifact 'mcp/tiny/picture-s2-call_pic-1.png'" in second  # not over the first
+        art = session.artifacts[name]
+        assert art["mime"] == "image/png" and art["content"].startswith("iVBOR")
+        assert "mcp/tiny/picture-s2-call_pic-1.png" in session.artifacts
+        events = [e for e in session.store.events(session.thread_id) if e.type == "artifact_written"]
+        assert [e.data["name"] for e in events] == [name, "mcp/tiny/picture-s2-call_pic-1.png"]
+    finally:
+        await session.close()
+
+
+async def test_x2_an_image_over_the_artifacts_limit_is_not_kept_and_the_result_says_so(
+        tmp_path: Path, stub_server: StubServer, marker: str, monkeypatch: pytest.MonkeyPatch):
+    """A server's binary bypassed the artifacts' own cap (four 6.7 MB images were kept, a review found)."""
+    from workbench.harness.artifacts import ArtifactsMiddleware
+
+    original = ArtifactsMiddleware.__init__
+
+    def small(self, *args, **kwargs):  # type: ignore[no-untyped-def]
+        original(self, *args, **kwargs)
+        self.max_bytes = 10
+
+    monkeypatch.setattr(ArtifactsMiddleware, "__init__", small)
+    ws = workspace(tmp_path, stub_server, {"tiny": tiny("normal", marker)})
     stub_server.script(StubReply(tool_calls=[("mcp__tiny__picture", {}, "call_pic")]), StubReply(text="ok"))
     session = await Session.open(ws, api_key="sk-test")
     try:
         assert (await session.run("draw")).status == "done"
         [out] = tool_results(stub_server.requests[-1])
-        name = "mcp/tiny/picture-call_pic-1.png"
-        assert f"saved as the artifact '{name}'" in out and "image/png" in out
-        art = session.artifacts[name]
-        assert art["mime"] == "image/png" and art["content"].startswith("iVBOR")
-        events = [e for e in session.store.events(session.thread_id) if e.type == "artifact_written"]
-        assert events and events[-1].data["name"] == name
+        assert "it was not kept: over the artifacts limit of 10 bytes" in out
+        assert not any(n.startswith("mcp/") for n in session.artifacts)
     finally:
         await session.close()
 

@@ -13,7 +13,7 @@ task that owns each) are in ``mcp_servers.py`` and ``mcp_server.py``; how a comm
   "mcp__git__*"}`` works; a tool the server annotates read-only (``readOnlyHint``) is a tool that does
   not change the outside world, so the default ``ask`` lets it run, everything else asks (X2).
 - Results: text as text; structured content as JSON (unless the text already is that JSON); images,
-  audio and binary resources become artifacts of the thread (``mcp/<server>/<tool>-<call>-<n>.<ext>``)
+  audio and binary resources become artifacts of the thread (``mcp/<server>/<tool>-s<step>-<call>-<n>.<ext>``)
   named in the result; an ``isError`` result is the tool's error. Every result is then capped like any
   other (C3, compression's ``max_tool_response_chars``).
 - A call to a server that is down, crashed mid-call or timed out is the tool's error with the reason;
@@ -25,6 +25,7 @@ from __future__ import annotations
 import json
 import logging
 import mimetypes
+import re
 import time
 import weakref
 from collections.abc import Mapping, Sequence
@@ -177,6 +178,11 @@ def _text_is(texts: list[str], structured: Any) -> bool:
     return bool(value == structured or (wrapped is not None and value == wrapped))
 
 
+def _plain_name(text: str, most: int) -> str:
+    """``text`` as a piece of an artifact name: letters, digits, ``.``, ``-`` and ``_`` only, at most ``most``."""
+    return re.sub(r"[^A-Za-z0-9._-]+", "_", text)[:most]
+
+
 def _keep_binary(kind: str, mime: str, data: str, server: str, tool: str, n: int, ctx: ToolContext | None) -> str:
     """A binary part as an artifact of the thread (its content base64, as artifacts keep binaries)."""
     from workbench.harness.artifacts import KEY, ArtifactsMiddleware
@@ -186,12 +192,23 @@ def _keep_binary(kind: str, mime: str, data: str, server: str, tool: str, n: int
     actx = ctx.context_for(ArtifactsMiddleware) if ctx is not None else None
     if actx is None:
         return f"{what} ({mime}, {size:,} bytes) was returned; it was not kept (this agent has no artifacts)."
+    limit = getattr(actx.owner, "max_bytes", None)
+    stored = len(data.encode("ascii", "replace"))
+    if limit is not None and stored > limit:  # the artifacts' own cap holds for a server's binaries too
+        return (f"{what} ({mime}, {size:,} bytes) was returned; it was not kept: over the artifacts limit "
+                f"of {limit:,} bytes.")
     ext = mimetypes.guess_extension(mime, strict=False) or ".bin"
-    call = (ctx.call.id if ctx is not None else "call")[:12] or "call"
-    name = f"mcp/{server}/{tool}-{call}-{n}{ext}"
+    # a name of its own: providers number calls call_0, call_1 in every message, so the call id alone let a
+    # later image replace an earlier one; the server's names are its words, cut to plain characters
+    call = _plain_name(ctx.call.id if ctx is not None else "call", 40) or "call"
+    step = f"s{ctx.step}-" if ctx is not None else ""
     items = dict(actx.get(KEY) or {})
-    entry = {"content": data, "mime": mime, "size": len(data.encode("ascii", "replace")),
-             "source": f"mcp:{server}", "updated": time.time()}
+    base = f"mcp/{_plain_name(server, 40)}/{_plain_name(tool, 60)}-{step}{call}-{n}"
+    name, again = f"{base}{ext}", 1
+    while name in items:  # never replaces an artifact already kept
+        again += 1
+        name = f"{base}-{again}{ext}"
+    entry = {"content": data, "mime": mime, "size": stored, "source": f"mcp:{server}", "updated": time.time()}
     actx.write(KEY, {**items, name: entry})
     actx.emit("artifact_written", name=name, size=entry["size"], mime=mime, source=entry["source"])
     return (f"{what} ({mime}, {size:,} bytes) was saved as the artifact '{name}'; the person sees it in the "
