@@ -81,6 +81,41 @@ def test_E4_R9_after_kill_9_mid_command_nothing_of_the_command_outlives_its_reco
     assert len(told) == 1 and "may or may not have taken effect" in told[0]["content"]
 
 
+@pytest.mark.parametrize("settled_by", ["resume", "a new turn"])
+def test_E4_D5_after_kill_9_mid_a_sub_agents_command_nothing_of_it_outlives_the_recovery(
+        tmp_path, env, stub_server: StubServer, settled_by: str):
+    """The same, one level down: a foreground sub-agent runs the command. Its task was settled as cut off,
+    but nothing ended what its own call left running (a review found the ticks still growing)."""
+    shell, kid = f"wb-shell-{uuid.uuid4().hex[:8]}", f"wb-kid-{uuid.uuid4().hex[:8]}"
+    env = {**env, "WORKBENCH_SANDBOX": "off", "WORKBENCH_MODEL_DAEMON": "0"}
+    ws = make_workspace(tmp_path, stub_server.url, "permissions: {default: allow}\n"
+                        "subagents:\n  agents:\n    - {name: researcher, description: Runs., model: openai/researcher}\n")
+    (ws / "workbench.yaml").write_text((ws / "workbench.yaml").read_text().replace("model: openai/test-model",
+                                                                                  "model: openai/parent"))
+    stub_server.script_for("parent", StubReply(tool_calls=[("delegate_to_researcher", {"task": "Run it"}, "d1")],
+                                               usage=(40, 10)), StubReply(text="told", usage=(40, 10)))
+    stub_server.script_for("researcher", StubReply(tool_calls=[("execute", {"command": _command(shell, kid)}, "x1")],
+                                                   usage=(30, 5)))
+    with running(["run", "--json", "go"], ws, env) as proc:
+        assert proc.stdout is not None
+        thread = json.loads(proc.stdout.readline())["thread"]
+        _wait(lambda: len(alive(kid, named=True)) == 3 and (ws / "ticks.txt").exists(), 60, "the command's processes")
+        proc.send_signal(signal.SIGKILL)
+        _communicate(proc, 30)
+    _wait(lambda: not alive(shell), 5, "the shell to die with the workbench")
+    assert len(alive(kid, named=True)) == 3
+    if settled_by == "resume":
+        done = cli(["resume", "--thread", thread, "--json"], ws, env)
+    else:
+        done = cli(["run", "--thread", thread, "--json", "next"], ws, env)
+    assert done.returncode == 0, done.stderr
+    assert alive(kid) == []
+    ticks = (ws / "ticks.txt").read_text()
+    time.sleep(0.5)
+    assert (ws / "ticks.txt").read_text() == ticks
+    assert (ws / "log.txt").read_text() == "start\n"
+
+
 def test_E4_sighup_mid_command_stops_the_run_like_ctrl_c_and_leaves_no_process(tmp_path, env, stub_server):
     kid = f"wb-hup-{uuid.uuid4().hex[:8]}"
     ws = make_workspace(tmp_path, stub_server.url, "permissions: {default: allow}\n")

@@ -12,10 +12,11 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Mapping, Sequence
+from types import SimpleNamespace
 from typing import TYPE_CHECKING, Any
 
 from workbench.engine.middleware import HookContext, RunResult
-from workbench.engine.runtime import _blocked, _has_turn, _Runtime
+from workbench.engine.runtime import MESSAGES, _blocked, _has_turn, _Runtime
 from workbench.engine.store import Checkpoint, RunRecord, Store
 from workbench.engine.task_store import TaskRecord, settle_cut_off
 from workbench.engine.tool_calls import _UNKNOWN
@@ -118,7 +119,7 @@ class Recovery:
                 self._end_cut_off_calls(rt, unanswered)
                 # D5, D7: a foreground sub-agent task a cut call drove died with that process: it ends too
                 # (the Tasks board and delete_thread read it right), told with the run's closing events.
-                for task in settle_cut_off(self.store, thread_id, unanswered):
+                for task in self._settle_cut_off_tasks(thread_id, unanswered):
                     closing.append(("task_settled", _task_settled(task)))
                 rt.outcomes = completed
                 self._settle_calls(rt, "error", CUT_OFF, emit=False)
@@ -194,13 +195,34 @@ class Recovery:
                 cut.append(call.id)
         self._end_cut_off_calls(rt, cut)
         # D5, D7: a foreground sub-agent task a cut call drove is not run again with it (R9): it ends.
-        for task in settle_cut_off(self.store, rt.thread_id, cut):
+        for task in self._settle_cut_off_tasks(rt.thread_id, cut):
             rt.emit("task_settled", **_task_settled(task))
         done = await self._run_tools(rt, last.tool_calls, completed, {})
         if done is not None:
             return done
         self._checkpoint(rt, "running")
         return await self._steps(rt)
+
+    def _settle_cut_off_tasks(self, thread_id: str, call_ids: Sequence[str]) -> list[TaskRecord]:
+        """``settle_cut_off``, and E4 for each task it settles: the sub-agent ran its own calls in the process
+        that died — what they left running (a command's children) is ended by the same hooks, on the
+        task's thread and run (a review found a foreground sub-agent's command still running after the
+        parent was recovered), down through the tasks those calls drove in turn."""
+        settled = settle_cut_off(self.store, thread_id, call_ids)
+        for task in settled:
+            cp = self.store.latest_checkpoint(task.child_thread)
+            if cp is None or cp.status != "running":
+                continue
+            messages = cp.state.get(MESSAGES) or []
+            at = next((i for i in range(len(messages) - 1, -1, -1) if messages[i].get("role") == "assistant"), None)
+            if at is None:
+                continue
+            answered = {m.get("tool_call_id") for m in messages[at + 1:] if m.get("role") == "tool"}
+            cut = [str(c.get("id")) for c in messages[at].get("tool_calls") or [] if c.get("id") not in answered]
+            self._end_cut_off_calls(SimpleNamespace(thread_id=task.child_thread, run_id=cp.run_id,  # type: ignore[arg-type]
+                                                    step=cp.step), cut)
+            self._settle_cut_off_tasks(task.child_thread, cut)
+        return settled
 
     def _end_cut_off_calls(self, rt: _Runtime, call_ids: Sequence[str]) -> None:
         """R9, E4: calls the dead process started without finishing are settled, never run again — but what
