@@ -278,3 +278,24 @@ def test_a_host_no_command_used_ends_after_a_tenth_of_its_idle_time(runtime: Pat
         for host in (unused, used):
             host.kill()
             host.wait()
+
+
+def test_a_host_that_answers_nothing_is_passed_by_and_the_command_calls_for_itself(
+        runtime: Path, tmp_path: Path, stub_server: StubServer) -> None:
+    """R6: a shared host that accepts connections but answers nothing (stopped, wedged) hung every later
+    `workbench run` for ever (a review found it). A new connection pings it first: no answer within
+    PING_SECONDS and the command calls the model in its own process."""
+    stub_server.script(StubReply(text="first answer"), StubReply(text="second answer"))
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    assert run(ws, stub_server).returncode == 0
+    [host] = hosts(runtime)
+    os.kill(host, signal.SIGSTOP)
+    try:
+        started = time.monotonic()
+        second = run(ws, stub_server)
+        assert second.returncode == 0 and "second answer" in second.stdout, second.stderr[-2000:]
+        assert time.monotonic() - started < 60
+        assert len(stub_server.requests) == 2
+    finally:
+        os.kill(host, signal.SIGCONT)

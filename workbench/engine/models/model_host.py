@@ -13,6 +13,7 @@ The protocol (both ends are this package's code; nothing else writes to these pi
   ``("item", id, ModelDelta | ModelResponse)``... then ``("done", id)`` or
   ``("error", id, (message, retryable, status))``.
 - ``("cancel", id)``: stop that stream (the consumer went away); no reply.
+- ``("ping", id)``: replies ``("pong", id)`` (a client checks a shared host answers before it uses it).
 - ``("warm", id, model_name)``: import and warm litellm; replies
   ``("warmed", id, (seconds, window, prices))`` with the model's input window and price per token from
   litellm's model info (None where it has none; ``engine/model_info.py`` keeps them in the window).
@@ -87,6 +88,8 @@ class Connection:
                 task.cancel()
         elif kind == "warm":
             loop.create_task(self._warm(call_id, message[2]))
+        elif kind == "ping":  # a new client asks whether this host still answers (a stopped one does not)
+            self.send(("pong", call_id))
 
     def close(self) -> None:
         """The client is gone: no call of its goes on (it cannot read the answer anyway)."""

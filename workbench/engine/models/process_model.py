@@ -98,7 +98,12 @@ class ModelHost:
                 if connected is None:
                     raise ModelError("the shared model host could not be started", retryable=True)
                 sock, pid = connected
-                cls._daemon = cls(sock.makefile("rb"), sock.makefile("wb"), pid, closer=sock.close)
+                host = cls(sock.makefile("rb"), sock.makefile("wb"), pid, closer=sock.close)
+                if not host.ping(PING_SECONDS):  # it accepts connections but answers nothing: wedged, stopped
+                    host.abandon(f"did not answer within {PING_SECONDS:g} s")
+                    raise ModelError(f"the shared model host (pid {pid}) did not answer within {PING_SECONDS:g} s",
+                                     retryable=True)
+                cls._daemon = host
             return cls._daemon
 
     @classmethod
@@ -122,6 +127,7 @@ class ModelHost:
         self._streams: dict[int, tuple[asyncio.AbstractEventLoop, asyncio.Queue[tuple[str, Any]]]] = {}
         self._warms: dict[int, tuple[concurrent.futures.Future[float], str]] = {}
         self._dead = False
+        self._pings: dict[int, threading.Event] = {}
         self._replies, self._commands, self.pid = replies, commands, pid
         self.process = process
         self._closer = closer
@@ -177,6 +183,18 @@ class ModelHost:
             except (OSError, ValueError):
                 pass
 
+    def ping(self, timeout: float) -> bool:
+        """Whether the host answers within ``timeout`` seconds."""
+        answered = threading.Event()
+        call_id = next(self._ids)
+        with self._lock:
+            self._pings[call_id] = answered
+        try:
+            self.send(("ping", call_id))
+        except (OSError, ValueError):
+            return False
+        return answered.wait(timeout)
+
     def warm(self, model_name: str) -> concurrent.futures.Future[float]:
         future: concurrent.futures.Future[float] = concurrent.futures.Future()
         call_id = next(self._ids)
@@ -217,6 +235,12 @@ class ModelHost:
             if message is None:
                 break
             kind, call_id = message[0], message[1]
+            if kind == "pong":
+                with self._lock:
+                    answered = self._pings.pop(call_id, None)
+                if answered is not None:
+                    answered.set()
+                continue
             if kind == "warmed":
                 with self._lock:
                     future, model_name = self._warms.pop(call_id, (None, ""))
@@ -273,6 +297,8 @@ class ModelHost:
 
 #: Seconds a model host may stay silent past the inner model's own timeout before it counts as wedged.
 SILENCE_MARGIN = 30.0
+#: Seconds a shared host has to answer a new connection's ping (it may be importing litellm as it starts).
+PING_SECONDS = 10.0
 
 
 class ProcessModel:
