@@ -9,6 +9,8 @@ answering in either place is the same call.
 
 from __future__ import annotations
 
+import functools
+
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -55,6 +57,13 @@ class PendingDecision:
     @property
     def id(self) -> str:
         return self.question.id
+
+    @functools.cached_property
+    def key(self) -> str:
+        """What tells this question apart from every other one waiting: two threads' calls may share an id
+        (providers number calls call_0 in every message), and a question asked again under its id (another
+        step's call) is another question — its thread, id and fingerprint (R3/Q)."""
+        return "\0".join((self.thread_id, self.task_id or "", self.id, question_fingerprint(self.question)))
 
     @property
     def kind(self) -> str:

@@ -65,13 +65,14 @@ _ONE_LINE = _Table("")
 _MULTILINE = _Table("\n\t")
 
 
-def terminal_safe(text: object, *, multiline: bool = False) -> str:
+def terminal_safe(text: object, *, multiline: bool = False, fold_crlf: bool = True) -> str:
     """``text`` (``str()`` of it when it is not a string) with every character a terminal would act on or
-    hide shown as a visible escape. ``multiline``: keep line breaks and tabs (``\\r\\n`` as ``\\n``)."""
+    hide shown as a visible escape. ``multiline``: keep line breaks and tabs (``\\r\\n`` as ``\\n``, unless
+    ``fold_crlf`` is False: a command's ``\\r`` is part of the word before it for bash)."""
     if not isinstance(text, str):
         text = str(text)
     if text.isprintable():  # the common case: nothing to do (str.isprintable is stricter than we are)
         return text
     if multiline:
-        return text.replace("\r\n", "\n").translate(_MULTILINE)
+        return (text.replace("\r\n", "\n") if fold_crlf else text).translate(_MULTILINE)
     return text.translate(_ONE_LINE)

@@ -8,6 +8,7 @@ answering there is the same Session call as in the approval dialog.
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import time
 from pathlib import Path
@@ -314,3 +315,75 @@ async def test_q1_a_refresh_keeps_an_argument_edit_and_a_message_being_typed(
     await wait_for(lambda: first in window.session.decided(), 5, "the edited decision")
     assert window.session.decided()[first] == {"decision": "edit",
                                                "arguments": {"path": "/project/a.txt", "content": "SAFE"}}
+
+
+# -- with a desk of our own: what a press answers ----------------------------------------------------------
+
+def _pending(qid: str, thread: str, path: str, content: str = "x", title: str = "T") -> Any:
+    from workbench.decisions import PendingDecision
+    from workbench.engine.middleware import Question
+
+    q = Question(qid, "tool_approval", {"tool": "write_file", "arguments": {"path": path, "content": content},
+                                        "reason": "asks"}, qid.removeprefix("approval-"))
+    return PendingDecision(q, thread, title, time.time())
+
+
+def _panel_on(qtbot: Any, items: list[Any]) -> tuple[Any, Any]:
+    from PySide6.QtCore import QObject, Signal
+
+    from workbench.ui.decisions_panel import DecisionsPanel
+
+    class Desk(QObject):
+        sig_changed = Signal(list)
+
+        def __init__(self) -> None:
+            super().__init__()
+            self.items, self.answers = list(items), []
+
+        async def answer(self, item: Any, decision: dict[str, Any]) -> None:
+            self.answers.append((item.thread_id, item.id, decision))
+            self.items = [i for i in self.items if i is not item]
+            self.sig_changed.emit(list(self.items))
+
+        def refresh_soon(self) -> None:
+            self.sig_changed.emit(list(self.items))
+
+    desk = Desk()
+    panel = DecisionsPanel(desk=desk)
+    qtbot.addWidget(panel)
+    panel.resize(500, 600)
+    panel.show()
+    return desk, panel
+
+
+async def test_q1_two_threads_waiting_on_the_same_call_id_are_two_questions(qtbot: Any) -> None:
+    """Providers number calls call_0 in every message: two threads each wait on 'approval-call_0'. The
+    inbox told rows apart by that id alone: row 2 showed row 1's details, and after row 1 was answered
+    with an edit, row 2 took its place with 'Run edited' and row 1's arguments (a review found it)."""
+    one = _pending("approval-call_0", "t1", "/project/one.txt", "A", "Thread one")
+    two = _pending("approval-call_0", "t2", "/project/two.txt", "B", "Thread two")
+    desk, panel = _panel_on(qtbot, [one, two])
+    panel.tree.setCurrentItem(panel.tree.topLevelItem(1))
+    assert "two.txt" in panel.title.text() and panel.selected() is two
+    panel.tree.setCurrentItem(panel.tree.topLevelItem(0))
+    click(qtbot, panel.edit_button)
+    panel.args.setPlainText('{"path": "/project/one.txt", "content": "EDITED"}')
+    click(qtbot, panel.approve_button)
+    await asyncio.sleep(0.1)
+    assert desk.answers == [("t1", "approval-call_0", {"decision": "edit",
+                                                        "arguments": {"path": "/project/one.txt", "content": "EDITED"}})]
+    assert panel.selected() is None and not panel.approve_button.isVisible()
+    panel.tree.setCurrentItem(panel.tree.topLevelItem(0))  # the person picks thread two's call
+    assert "two.txt" in panel.title.text() and panel.approve_button.text() == "Approve"
+    assert json.loads(panel.args.toPlainText()) == {"path": "/project/two.txt", "content": "B"}
+
+
+async def test_q1_an_unchanged_edit_of_arguments_with_no_break_spaces_is_an_approval(qtbot: Any) -> None:
+    """The text box reads a no-break space back as a plain space: Edit arguments, change nothing, Run
+    edited recorded an edit with every U+00A0 replaced (a review found it, French text: 'Prix : 10 €')."""
+    desk, panel = _panel_on(qtbot, [_pending("approval-c1", "t1", "/project/a.txt", "Prix\u00a0: 10\u00a0€")])
+    click(qtbot, panel.edit_button)
+    assert panel.approve_button.text() == "Run edited"
+    click(qtbot, panel.approve_button)
+    await asyncio.sleep(0.1)
+    assert desk.answers == [("t1", "approval-c1", {"decision": "approve"})]

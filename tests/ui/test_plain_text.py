@@ -632,3 +632,16 @@ def test_guard_every_message_box_is_plain_and_no_markup_from_data() -> None:
                     problems.append(f"{where}: {key[1]}: markup from data")
     problems += [f"MARKUP lists {k}, which is gone" for k in MARKUP if k not in seen]
     assert not problems, "\n".join(problems)
+
+
+def test_q2_a_commands_carriage_return_stays_visible_and_json_reads_back_the_same() -> None:
+    """`cd /tmp\\r\\nrm -rf *` showed as two clean lines; bash runs `cd $'/tmp\\r'` (it fails) and then the
+    rm in the project (a review found it). And a no-break space survives the arguments box unchanged."""
+    import json
+
+    from workbench.ui.plain_text import visible_json, visible_text
+
+    assert visible_text("cd /tmp\r\nrm -rf *") == "cd /tmp\\r\nrm -rf *"
+    value = {"content": "Prix\u00a0: 10\u00a0€", "command": "cd /tmp\r\nrm -rf *", "odd": "\u2028\U000e0041\x85"}
+    shown = visible_json(value)
+    assert "\u00a0" not in shown and "\u2028" not in shown and json.loads(shown) == value

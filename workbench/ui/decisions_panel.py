@@ -53,6 +53,7 @@ class DecisionsPanel(QWidget):
     def __init__(self, parent: QWidget | None = None, *, desk: Any = None) -> None:
         super().__init__(parent)
         self.setObjectName("decisionsPanel")
+        self.setFocusPolicy(Qt.FocusPolicy.ClickFocus)  # it holds the focus after a decision (``_focus_off``)
         self.desk = desk if desk is not None else getattr(parent, "desk", None)
         self.items: list[PendingDecision] = []
         self._editing = False
@@ -152,8 +153,8 @@ class DecisionsPanel(QWidget):
         # takes its place; the message's Enter rejects on purpose (decision_settle.py)
         self.settle = DecisionSettle(self, (self.approve_button, self.continue_button, self.reject_button,
                                             self.stop_hold_button, self.stop_run_button, self.message),
-                                     exempt=self.message, focus_off=self.tree.setFocus)
-        self._shown: str | None = None  # the question whose details are on screen (what a press answers)
+                                     exempt=self.message, focus_off=self._focus_off)
+        self._shown: str | None = None  # the key of the question whose details are on screen (what a press answers)
         self._left = False  # the selected question left the list: nothing is selected until the person picks
 
         self._ages = QTimer(self)  # the ages move on while the panel is in sight
@@ -186,7 +187,7 @@ class DecisionsPanel(QWidget):
         would answer a call the person never looked at. The details of a question still selected are
         left as they are — an argument edit or a half-typed message survive a refresh."""
         selected = self.selected()
-        keep = selected.id if selected is not None else None
+        keep = selected.key if selected is not None else None
         self.items = list(items)
         self.tree.blockSignals(True)
         try:
@@ -196,7 +197,7 @@ class DecisionsPanel(QWidget):
                 # one line each, nothing hidden (plain_text.visible_line): the model's and the thread's text
                 row = QTreeWidgetItem([visible_line(self._what(item)), visible_line(self._source(item)),
                                        format_age(item.age())])
-                row.setData(0, _ID_ROLE, item.id)
+                row.setData(0, _ID_ROLE, item.key)  # not the id: two threads' calls may share one
                 row.setToolTip(0, plain_tooltip(visible_line(item.summary())))  # Q1: the model's command
                 if item.source == "task":
                     row.setToolTip(1, plain_tooltip(f"Background task {item.task_id} of the sub-agent {item.agent} "
@@ -207,7 +208,7 @@ class DecisionsPanel(QWidget):
                                                     f"{item.agent}{now}"))
                 rows.append(row)
             self.tree.addTopLevelItems(rows)
-            index = next((i for i, it in enumerate(self.items) if it.id == keep), -1)
+            index = next((i for i, it in enumerate(self.items) if it.key == keep), -1)
             self._left = self._left or (keep is not None and index < 0)
             if index < 0 and keep is None and self.items and not self._left:
                 index = 0  # the first question, until one has been answered or left
@@ -223,8 +224,8 @@ class DecisionsPanel(QWidget):
         else:
             self.summary.setText("Nothing waits for you: runs that need a decision show up here.")
         now, before = self.selected(), self._shown
-        self._show_selected(keep_input=now is not None and now.id == before)
-        if now is not None and before is not None and now.id != before:  # another question, under the hand
+        self._show_selected(keep_input=now is not None and now.key == before)
+        if now is not None and before is not None and now.key != before:  # another question, under the hand
             self.settle.moved_on(("any", None, None), move_focus=self.settle.has_focus())
 
     @staticmethod
@@ -263,14 +264,20 @@ class DecisionsPanel(QWidget):
         row = self.tree.currentItem()
         if row is None:
             return None
-        qid = row.data(0, _ID_ROLE)
-        return next((i for i in self.items if i.id == qid), None)
+        key = row.data(0, _ID_ROLE)
+        return next((i for i in self.items if i.key == key), None)
 
     def select(self, question_id: str) -> None:
         for i, item in enumerate(self.items):
             if item.id == question_id:
                 self.tree.setCurrentItem(self.tree.topLevelItem(i))
                 return
+
+    def _focus_off(self) -> None:
+        """After a decision the focus goes to the panel itself, where Space and Enter decide nothing — not
+        to the list: a list that gains the focus with no current row makes its first row current, which
+        would choose the next question for the person."""
+        self.setFocus(Qt.FocusReason.OtherFocusReason)
 
     def _chosen(self) -> None:
         """The person selected a row (the rebuild blocks the list's signals)."""
@@ -281,7 +288,7 @@ class DecisionsPanel(QWidget):
         """The selected question's details. ``keep_input``: the same question again (a refresh) — an
         argument edit under way and a typed message stay."""
         item = self.selected()
-        self._shown = item.id if item is not None else None
+        self._shown = item.key if item is not None else None
         if not keep_input:
             self._editing = False
             self.args.setReadOnly(True)
@@ -377,7 +384,7 @@ class DecisionsPanel(QWidget):
 
     def _answer(self, decision: dict[str, Any]) -> None:
         item = self.selected()
-        if item is None or self.desk is None or item.id != self._shown:
+        if item is None or self.desk is None or item.key != self._shown:
             return  # only the question whose details are on screen is answered
         source = self.settle.decided()
         qt_async.start(self.desk.answer(item, decision), name="inbox-answer")
@@ -418,7 +425,7 @@ class DecisionsPanel(QWidget):
 
     def _stop_run(self) -> None:
         item = self.selected()
-        if item is not None and self.desk is not None and item.id == self._shown:
+        if item is not None and self.desk is not None and item.key == self._shown:
             source = self.settle.decided()
             qt_async.start(self.desk.stop_run(item), name="inbox-stop-run")
             self.settle.moved_on(source)

@@ -117,8 +117,9 @@ def visible_line(text: Any) -> str:
 
 
 def visible_text(text: Any) -> str:
-    """Like ``visible_line``, with its line breaks and tabs kept (a command, a message)."""
-    return terminal_safe("" if text is None else text, multiline=True)
+    """Like ``visible_line``, with its line breaks and tabs kept (a command): a carriage return still shows
+    as ``\\r`` — bash keeps it in the word before it (``cd /tmp\\r`` fails, and the next line runs here)."""
+    return terminal_safe("" if text is None else text, multiline=True, fold_crlf=False)
 
 
 def _json_escape(char: str) -> str:
@@ -134,10 +135,11 @@ def visible_json(value: Any) -> str:
     zero-width and other format characters left in its strings are escaped too (``\\u202e``) — still
     JSON, so an edit of it reads back the same value."""
     text = json.dumps(value, indent=2, ensure_ascii=False, default=str)
-    if text.isprintable() or all(c in "\n " or c.isprintable() for c in text):
+    if "\xa0" not in text and (text.isprintable() or all(c in "\n " or c.isprintable() for c in text)):
         return text
-    return "".join(_json_escape(c) if c not in "\n" and unicodedata.category(c) in HIDING_CATEGORIES else c
-                   for c in text)
+    # and a no-break space, which the text box reads back as a plain space (an unchanged edit changed it)
+    return "".join(_json_escape(c) if c == "\xa0" or (c != "\n" and unicodedata.category(c) in HIDING_CATEGORIES)
+                   else c for c in text)
 
 
 def escape_visible(text: Any) -> str:

@@ -24,6 +24,7 @@ not change behind the person's back.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import os
 from collections.abc import Callable, Coroutine
@@ -548,8 +549,17 @@ class SettingsDialog(QDialog):
         if key is None:
             from workbench.secrets import lookup_api_key
 
-            # off the GUI thread: the OS keyring may take a while (D-Bus, or a prompt to unlock it)
-            key = await asyncio.to_thread(lookup_api_key, model)
+            try:  # off the GUI thread: the OS keyring may take a while (D-Bus, or a prompt to unlock it)
+                key = await asyncio.to_thread(lookup_api_key, model)
+            except asyncio.CancelledError:
+                with contextlib.suppress(RuntimeError):  # the dialog was deleted meanwhile
+                    self._show_result("Test cancelled.", "aborted")
+                raise
+            except Exception as exc:  # noqa: BLE001 - said in the dialog, not raised into the loop
+                message = f"The API key could not be looked up: {type(exc).__name__}: {exc}"
+                self._show_result(message, "error")
+                self.sig_connection_tested.emit(False, message)
+                return False
         provider = provider_of(model)
         if key is None and provider not in LOCAL_PROVIDERS:
             # litellm would fail with a misleading "server error (500): Missing credentials".
