@@ -306,6 +306,7 @@ HIDDEN_AFTER_REDIRECTIONS = [
     "env 2>&1 rm -f victim", "env >&2 rm -f victim", "env </dev/null rm -f victim", "env 0</dev/null rm -f victim",
     "env 2>&- rm -f victim", "env 3<&- rm -f victim", "exec 2>&1 rm -f victim", "nice 1>/dev/null rm -f victim",
     "true | env 2>&1 rm -f victim", "! env 2>&1 rm -f victim", "env 2>/dev/null rm -f victim > /dev/null",
+    "env <<EOF >/dev/null rm -f victim\nx\nEOF\n",  # the grammar nests the redirection in the here-document
 ]
 
 
@@ -328,6 +329,11 @@ def test_E2_P1_git_push_after_a_redirection_is_judged_as_git_push(tmp_path):
     assert parts("git 2>&1 push origin main") == [("command", "git push origin main", True)]
     assert parts("echo hi > f.txt extra") == [("command", "echo hi extra", True), ("write", "f.txt", True)]
     assert judge("git 2>&1 status") == "allow" and judge("git status 2>&1 | git log") == "allow"
+    # `&>` takes no descriptor: the digits before it are an argument (`echo 777&>f x` prints "777 x")
+    assert parts("echo 777&>f x") == [("command", "echo 777 x", True), ("write", "f", True)]
+    chmod = Judge(tmp_path, rules("*") + "    - {deny: execute, command: 'chmod -R 777 *'}\n")
+    for line in ("chmod -R 777&>/dev/null /", "chmod <<EOF >/dev/null -R 777 /\nx\nEOF\n"):
+        assert chmod(line) == "deny", parts(line)
 
 
 def test_E2_a_descriptor_kept_in_a_variable_or_words_after_a_groups_redirection_are_unjudged(tmp_path):

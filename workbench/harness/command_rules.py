@@ -410,11 +410,24 @@ def redirect_arguments(node: Any) -> list[Any]:
     return destinations if _redirect_op(node) in _CLOSE_OPS else destinations[1:]
 
 
+def _file_redirects(redirects: Sequence[Any]) -> list[Any]:
+    """The file redirections among ``redirects``, with those the grammar nests in a here-document's node
+    (``chmod <<EOF >/dev/null -R 777 /``: bash gives ``-R 777 /`` to chmod)."""
+    out = []
+    for r in redirects:
+        if r.type == "file_redirect":
+            out.append(r)
+        elif r.type == "heredoc_redirect":
+            out += [c for c in r.named_children if c.type == "file_redirect"]
+    return out
+
+
 def _descriptor_words(words: Sequence[Any], redirects: Sequence[Any]) -> tuple[set[int], str]:
     """Of a command's words, those bash reads as a redirection's descriptor rather than an argument — the
     grammar reads ``0`` in ``cat 0<x`` as an argument — and why the command cannot be judged, if one
     names its descriptor with a variable (``{fd}>x``)."""
-    starts = {r.start_byte for r in redirects}
+    # `&>` and `&>>` take no descriptor: `echo 777&>f x` prints "777 x"
+    starts = {r.start_byte for r in redirects if _redirect_op(r) not in ("&>", "&>>")}
     fds: set[int] = set()
     why = ""
     for w in words:
@@ -514,7 +527,7 @@ class _Walker:
             self.inherited = [*inherited, *outer]
             if any(heredoc_arguments(r) for r in outer if r.type == "heredoc_redirect"):
                 self.unjudged(node, "words follow a here-document's marker where bash reads no argument")
-            if any(redirect_arguments(r) for r in outer):
+            if any(redirect_arguments(r) for r in _file_redirects(outer)):
                 self.unjudged(node, "words follow a redirection's target where bash reads no argument")
         for child in node.named_children:
             self.statements(child, depth + 1)
@@ -542,7 +555,7 @@ class _Walker:
         feeds = [*self.inherited, *own]  # in the order bash applies them: the last one to its input wins
         # words the grammar nests in a redirection are, to bash, this command's arguments, in source order
         extra = [a for r in own if r.type == "heredoc_redirect" for a in heredoc_arguments(r)]
-        extra += [a for r in own for a in redirect_arguments(r)]
+        extra += [a for r in _file_redirects(own) for a in redirect_arguments(r)]
         text = " ".join([_text(node), *(_text(a) for a in sorted(extra, key=lambda a: a.start_byte))]) if extra else None
         descriptors, why = _descriptor_words(node.named_children, own)
         for child in sorted([*node.named_children, *extra], key=lambda c: c.start_byte):
