@@ -27,6 +27,7 @@ from workbench.engine import model_info
 from workbench.engine.messages import Message, ModelDelta, ModelRequest, ModelResponse, ToolSpec
 from workbench.engine.models.litellm_model import LiteLLMModel
 from workbench.engine.models.process_model import ModelHost, ProcessModel
+from workbench.engine.usage import Usage
 from workbench.errors import ModelError
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -384,3 +385,50 @@ async def test_a_stop_ends_the_wait_for_a_models_window_at_once(tmp_path) -> Non
     finally:
         await session.close()
         never.set_result(0.0)
+
+
+async def test_a_host_streaming_nothing_forwardable_says_it_is_alive(stub_server, monkeypatch) -> None:
+    """A call may stream for minutes with nothing to forward (a long tool call's arguments arrive as
+    fragments the host keeps until the call is whole); the client's silence limit took that for a wedged
+    host and killed it (a review found it). The host sends ("alive", id) while a stream runs."""
+    from workbench.engine.models import model_host
+
+    monkeypatch.setattr(model_host, "ALIVE_EVERY", 0.05)
+    stub_server.script(StubReply(tool_calls=[("write_file", {"path": "/project/a.md", "content": "x" * 400})],
+                                 chunks=20, chunk_delay=0.03))
+    sent: list[Any] = []
+    connection = model_host.Connection(sent.append)
+    connection.handle(("stream", 7, ProcessModel(inner(stub_server.url))._spec(), REQUEST))
+    deadline = time.monotonic() + 20
+    while not any(m[0] in ("done", "error") for m in sent) and time.monotonic() < deadline:
+        await asyncio.sleep(0.02)
+    kinds = [m[0] for m in sent]
+    assert kinds[-1] == "done" and kinds.count("alive") >= 3, kinds
+    first_item = kinds.index("item")
+    assert kinds[:first_item].count("alive") >= 3  # heard from while nothing could be forwarded yet
+
+
+async def test_alive_frames_keep_a_silent_call_from_being_abandoned(stub_server, monkeypatch) -> None:
+    from workbench.engine.models import process_model
+
+    monkeypatch.setattr(process_model, "SILENCE_MARGIN", 0.2)
+
+    class SlowHost(_SilentHost):  # says it is alive for longer than the silence limit, then answers
+        def open_stream(self, spec: object, request: object) -> tuple[int, asyncio.Queue[Any]]:
+            queue: asyncio.Queue[Any] = asyncio.Queue()
+
+            async def feed() -> None:
+                for _ in range(12):
+                    await asyncio.sleep(0.1)
+                    queue.put_nowait(("alive", None))
+                final = ModelResponse(message=Message.assistant("late but whole"), usage=Usage(input_tokens=1))
+                queue.put_nowait(("item", final))
+                queue.put_nowait(("done", None))
+
+            asyncio.get_running_loop().create_task(feed())
+            return 1, queue
+
+    slow = SlowHost()
+    model = ProcessModel(inner(stub_server.url, timeout=0.3, max_retries=0), host=lambda: slow)  # type: ignore[arg-type]
+    _, final = await collect(model)
+    assert final.message.content == "late but whole" and slow.abandoned == []

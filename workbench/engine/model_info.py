@@ -36,6 +36,7 @@ async def settled(model_name: str, timeout: float = 120.0, stopped: Callable[[],
     # never cancelled: the look-up is the model's own (its calls read it); giving up only stops waiting
     # (a cancelled warm-up raised concurrent.futures.CancelledError into the run, a review found)
     waited = asyncio.wrap_future(lookup)
+    waited.add_done_callback(lambda f: f.cancelled() or f.exception())  # a failure is read: asyncio logs none
     loop = asyncio.get_running_loop()
     deadline = loop.time() + timeout
     while not waited.done() and not (stopped is not None and stopped()):

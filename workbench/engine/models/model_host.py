@@ -12,6 +12,7 @@ The protocol (both ends are this package's code; nothing else writes to these pi
 - ``("stream", id, spec, request)``: build ``LiteLLMModel(**spec)`` and stream ``request``; replies
   ``("item", id, ModelDelta | ModelResponse)``... then ``("done", id)`` or
   ``("error", id, (message, retryable, status))``.
+  While a stream runs, ``("alive", id)`` every ``ALIVE_EVERY`` seconds (it may have nothing to forward).
 - ``("cancel", id)``: stop that stream (the consumer went away); no reply.
 - ``("ping", id)``: replies ``("pong", id)`` (a client checks a shared host answers before it uses it).
 - ``("warm", id, model_name)``: import and warm litellm; replies
@@ -68,6 +69,10 @@ def read_frame(stream: BinaryIO) -> Any | None:
     return pickle.loads(data)  # noqa: S301 - our own parent process writes this pipe
 
 
+#: Seconds between a streaming call's "alive" frames.
+ALIVE_EVERY = 10.0
+
+
 class Connection:
     """One client of the host — the window's pipe, or one ``workbench run`` on the shared host's socket —
     with its calls, each an asyncio task; ``send`` takes a reply to it."""
@@ -114,11 +119,18 @@ class Connection:
                 else:
                     self.send(("error", call_id, (f"{spec.get('model')}: {type(exc).__name__}: {exc}", False, None)))
 
+        async def alive() -> None:  # a call may stream for minutes with nothing to forward (a tool call's
+            while True:             # arguments): the client hears it is alive (``process_model``'s silence limit)
+                await asyncio.sleep(ALIVE_EVERY)
+                self.send(("alive", call_id))
+
+        beat = asyncio.get_running_loop().create_task(alive())
         try:
             await pump_batched(LiteLLMModel(**spec), request, post, self.batch_interval)
         except asyncio.CancelledError:
             pass
         finally:
+            beat.cancel()
             self.calls.pop(call_id, None)
 
     async def _warm(self, call_id: int, model_name: str) -> None:

@@ -17,9 +17,11 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import contextlib
+import functools
 import itertools
 import logging
 import os
+import socket
 import subprocess
 import sys
 import threading
@@ -98,7 +100,7 @@ class ModelHost:
                 if connected is None:
                     raise ModelError("the shared model host could not be started", retryable=True)
                 sock, pid = connected
-                host = cls(sock.makefile("rb"), sock.makefile("wb"), pid, closer=sock.close)
+                host = cls(sock.makefile("rb"), sock.makefile("wb"), pid, closer=functools.partial(_hang_up, sock))
                 if not host.ping(PING_SECONDS):  # it accepts connections but answers nothing: wedged, stopped
                     host.abandon(f"did not answer within {PING_SECONDS:g} s")
                     raise ModelError(f"the shared model host (pid {pid}) did not answer within {PING_SECONDS:g} s",
@@ -288,6 +290,7 @@ class ModelHost:
             self._dead = True
             streams, self._streams = dict(self._streams), {}
             warms, self._warms = dict(self._warms), {}
+            self._pings.clear()
         for target in streams.values():
             self._post(target, ("ended", why))
         for future, _ in warms.values():
@@ -388,6 +391,7 @@ class ProcessModel:
                 if not self._fallback:
                     raise
                 log.warning("%s; calling in this process", exc)
+                self._in_process = True  # and after: no later call waits for that host again
                 async for item in self.inner.stream(request):
                     yield item
                 return
@@ -413,6 +417,8 @@ class ProcessModel:
                             break
                         raise ModelError(f"{self.name}: the model process sent nothing for {limit:g} s",
                                          retryable=True) from None
+                    if kind == "alive":  # the host is streaming, with nothing to forward yet
+                        continue
                     if kind == "item":
                         yielded = True
                         yield with_queued_deltas(payload, queue) if isinstance(payload, ModelDelta) else payload
@@ -432,6 +438,14 @@ class ProcessModel:
                         return
             finally:
                 host.close_stream(call_id, cancel=not finished)
+
+
+def _hang_up(sock: socket.socket) -> None:
+    """End a connection to a shared host for real: its two file objects keep the descriptor open after
+    ``close``, so the host would not see the end (it ran an abandoned call on, and never idled out)."""
+    with contextlib.suppress(OSError):
+        sock.shutdown(socket.SHUT_RDWR)
+    sock.close()
 
 
 def _succeeded(future: concurrent.futures.Future[Any]) -> bool:

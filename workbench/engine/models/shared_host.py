@@ -195,8 +195,9 @@ async def serve(path: Path, idle: float) -> None:
         try:
             while True:
                 (size,) = FRAME_HEADER.unpack(await reader.readexactly(FRAME_HEADER.size))
-                connection.handle(pickle.loads(await reader.readexactly(size)))  # noqa: S301 - our user's own
-                used = True
+                message = pickle.loads(await reader.readexactly(size))  # noqa: S301 - our user's own
+                connection.handle(message)
+                used = used or message[0] != "ping"  # a ping (a command checking in) is no use of the host
         except (asyncio.IncompleteReadError, ConnectionError, struct.error, pickle.UnpicklingError):
             pass  # the command ended (or died): its calls end with it
         finally:
