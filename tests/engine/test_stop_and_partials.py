@@ -116,3 +116,29 @@ async def test_recover_after_a_blocked_output_refuses_and_the_thread_goes_on(tmp
     assert model.calls == 1  # the model was not called on the withheld answer
     after = await engine.run("t", "next")
     assert after.status == "done" and after.answer == "fresh turn"
+
+
+async def test_R6_a_stop_that_a_model_layer_drops_still_ends_the_run_stopped(tmp_path):
+    """A model layer may swallow the cancellation a Stop sends (asyncio.wait_for on 3.11 does, when an
+    item arrives at that moment) and run on into an error: the run failed instead of stopping (a CI run
+    caught it: litellm then refused a stream repeating one chunk). The person stopped it: it is aborted."""
+    from workbench.errors import ModelError
+
+    class Deaf:
+        name = "deaf"
+
+        async def stream(self, request: ModelRequest) -> AsyncIterator[ModelDelta | ModelResponse]:
+            yield ModelDelta(text="some words ")
+            try:
+                await asyncio.sleep(30)
+            except asyncio.CancelledError:
+                pass  # dropped
+            raise ModelError("the stream broke after the stop")
+
+    engine = make(tmp_path, Deaf())
+    task = asyncio.ensure_future(engine.run("t", "hi"))
+    await asyncio.sleep(0.3)  # the words have streamed; the model waits
+    assert engine.stop("t")
+    result = await asyncio.wait_for(task, 10)
+    assert result.status == "aborted", result
+    assert (result.answer or "").startswith("some words")

@@ -88,12 +88,16 @@ class ModelCalls:
             rt.model_task = task
             try:
                 response = await task
-            except BaseException:
+            except BaseException as exc:
                 estimate = None
                 if rt.partial:  # cut mid-stream (a stop, a dropped connection): the provider bills what it sent
                     estimate = self._estimated_response(request, rt.partial)
                     self._count(rt, estimate, estimated=True)
                 self._log_prompt(rt, request, estimate.usage if estimate else None, "cut")
+                if rt.stop_requested and not isinstance(exc, asyncio.CancelledError):
+                    # R6: the person stopped the run; whatever the call raised after that (a model layer that
+                    # dropped the cancellation ran on into an error) the run ends stopped, not failed
+                    raise asyncio.CancelledError() from exc
                 raise
             finally:
                 rt.model_task = None

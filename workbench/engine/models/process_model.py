@@ -405,7 +405,7 @@ class ProcessModel:
                 while True:
                     limit = self._silence_limit(yielded)
                     try:
-                        kind, payload = await asyncio.wait_for(queue.get(), limit)
+                        kind, payload = await _next(queue, limit)
                     except asyncio.TimeoutError:
                         # nothing for longer than the call itself may take: the host is wedged (or stopped).
                         # A shared one is left for this process's later calls too (R6: no call waits for ever)
@@ -438,6 +438,21 @@ class ProcessModel:
                         return
             finally:
                 host.close_stream(call_id, cancel=not finished)
+
+
+async def _next(queue: asyncio.Queue[tuple[str, Any]], limit: float) -> tuple[str, Any]:
+    """The next item from the host, or TimeoutError after ``limit`` seconds. Not ``asyncio.wait_for``: on
+    3.11 it returns an item that arrives as the call is cancelled and drops the cancellation, so a Stop
+    during a stream was lost and the call ran on (a test saw the run fail instead of stopping)."""
+    get = asyncio.ensure_future(queue.get())
+    try:
+        done, _ = await asyncio.wait({get}, timeout=limit)
+    finally:
+        if not get.done():
+            get.cancel()
+    if not done:
+        raise asyncio.TimeoutError
+    return get.result()
 
 
 def _hang_up(sock: socket.socket) -> None:
