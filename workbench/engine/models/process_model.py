@@ -381,17 +381,15 @@ class ProcessModel:
         call fails with a retryable ``ModelError`` naming it."""
         request = request.replace(meta={})  # bookkeeping for the engine, never sent
         for attempt in (1, 2):
-            if self._in_process:  # a shared host went silent earlier: this process calls for itself
-                async for item in self.inner.stream(request):
-                    yield item
-                return
-            try:
-                host = await asyncio.to_thread(self._host) if self._fallback else self._host()
-            except ModelError as exc:
-                if not self._fallback:
-                    raise
-                log.warning("%s; calling in this process", exc)
-                self._in_process = True  # and after: no later call waits for that host again
+            if not self._in_process:
+                try:
+                    host = await asyncio.to_thread(self._host) if self._fallback else self._host()
+                except ModelError as exc:
+                    if not self._fallback:
+                        raise
+                    log.warning("%s; calling in this process", exc)
+                    self._in_process = True  # and after: no later call waits for that host again
+            if self._in_process:  # a shared host that could not be had, or went silent: this process calls
                 async for item in self.inner.stream(request):
                     yield item
                 return
