@@ -420,14 +420,21 @@ class LiteLLMModel:
         ``output_tokens`` excludes reasoning tokens (reported as ``thoughts_tokens``) so totals don't
         count them twice; ``cached_tokens`` is the cached part of ``input_tokens``.
         """
-        from workbench.engine.tokens import estimate_messages_tokens, estimate_tokens
-
         def estimated_prompt() -> int:
+            from workbench.engine.tokens import estimate_messages_tokens, estimate_tokens
+
             return (estimate_messages_tokens(request.system, request.messages)
                     + sum(estimate_tokens(str(t.to_openai())) for t in request.tools))
 
-        def estimated_completion() -> int:
-            return (estimate_tokens(reasoning) + estimate_tokens(text)
+        def estimated_thoughts() -> int:
+            from workbench.engine.tokens import estimate_tokens
+
+            return estimate_tokens(reasoning)
+
+        def estimated_completion(thoughts: int) -> int:
+            from workbench.engine.tokens import estimate_tokens
+
+            return (thoughts + estimate_tokens(text)
                     + sum(estimate_tokens(c.name) + estimate_tokens(c.raw_arguments) for c in tool_calls))
 
         if raw:
@@ -444,13 +451,13 @@ class LiteLLMModel:
             if not prompt:
                 prompt = estimated_prompt()
             if not completion:
-                completion = estimated_completion()
+                completion = estimated_completion(estimated_thoughts())
             total = _int(_get(raw, "total_tokens"), "total_tokens", self.model)
             prompt += max(0, total - prompt - completion)  # a total that says more is a floor
         else:
             prompt = estimated_prompt()
-            thoughts = estimate_tokens(reasoning)
-            completion = estimated_completion()
+            thoughts = estimated_thoughts()
+            completion = estimated_completion(thoughts)
             cached = 0
         thoughts = min(thoughts, completion)
         cached = min(cached, prompt)
