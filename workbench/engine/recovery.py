@@ -16,7 +16,7 @@ from types import SimpleNamespace
 from typing import TYPE_CHECKING, Any
 
 from workbench.engine.middleware import HookContext, RunResult
-from workbench.engine.runtime import MESSAGES, _blocked, _has_turn, _Runtime
+from workbench.engine.runtime import MESSAGES, _blocked, _has_turn, _Runtime, unanswered_calls
 from workbench.engine.store import Checkpoint, RunRecord, Store
 from workbench.engine.task_store import TaskRecord, settle_cut_off
 from workbench.engine.tool_calls import _UNKNOWN
@@ -213,12 +213,7 @@ class Recovery:
             cp = self.store.latest_checkpoint(task.child_thread)
             if cp is None or cp.status != "running":
                 continue
-            messages = cp.state.get(MESSAGES) or []
-            at = next((i for i in range(len(messages) - 1, -1, -1) if messages[i].get("role") == "assistant"), None)
-            if at is None:
-                continue
-            answered = {m.get("tool_call_id") for m in messages[at + 1:] if m.get("role") == "tool"}
-            cut = [str(c.get("id")) for c in messages[at].get("tool_calls") or [] if c.get("id") not in answered]
+            cut = [str(c.get("id")) for c in unanswered_calls(cp.state.get(MESSAGES) or [])]
             self._end_cut_off_calls(SimpleNamespace(thread_id=task.child_thread, run_id=cp.run_id,  # type: ignore[arg-type]
                                                     step=cp.step), cut)
             self._settle_cut_off_tasks(task.child_thread, cut)

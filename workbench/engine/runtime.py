@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 import contextvars
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
@@ -168,6 +168,16 @@ def _last_answer(rt: _Runtime) -> str:
         if m.get("role") == "assistant" and m.get("content"):
             return str(m["content"])
     return ""
+
+
+def unanswered_calls(messages: Sequence[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
+    """The tool calls (as stored) of the last assistant message in ``messages`` that no tool result after
+    it answers: what a run cut off between a step's calls and their results left without one."""
+    last = next((i for i in range(len(messages) - 1, -1, -1) if messages[i].get("role") == "assistant"), None)
+    if last is None:
+        return []
+    answered = {m.get("tool_call_id") for m in messages[last + 1:] if m.get("role") == "tool"}
+    return [c for c in messages[last].get("tool_calls") or () if c.get("id") not in answered]
 
 
 def _blocked(state: Mapping[str, Any], run_id: str) -> bool:

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 from workbench.engine.frozen import freeze
 from workbench.engine.messages import FORGED_EDIT_NOTE, Message, ToolCall, edit_note, edited_arguments
 from workbench.engine.middleware import AgentMiddleware, Question, RunResult, Suspend, ToolContext
-from workbench.engine.runtime import CURRENT_RUN, MESSAGES, _active, _Runtime
+from workbench.engine.runtime import CURRENT_RUN, MESSAGES, _active, _Runtime, unanswered_calls
 from workbench.engine.tools import (
     Fatal,
     NeedsApproval,
@@ -363,18 +363,11 @@ class ToolCalls:
         result. A run that ends between the two (stopped, cancelled, aborted, failed after a resume)
         keeps the results of the calls that ran and says the others did not finish.
         """
-        messages = rt.state[MESSAGES]
-        last = next((i for i in range(len(messages) - 1, -1, -1) if messages[i].get("role") == "assistant"), None)
-        if last is None or not messages[last].get("tool_calls"):
-            return
-        answered = {m.get("tool_call_id") for m in messages[last + 1:] if m.get("role") == "tool"}
         known = dict(rt.outcomes or {})
         for cid, o in ((pending or {}).get("completed") or {}).items():
             known.setdefault(cid, ToolOutcome(o["status"], o["content"]))
-        for raw in messages[last]["tool_calls"]:
+        for raw in unanswered_calls(rt.state[MESSAGES]):
             call = ToolCall.from_dict(raw)
-            if call.id in answered:
-                continue
             outcome = known.get(call.id)
             if outcome is None:
                 outcome = ToolOutcome(status, f"Not finished: {why}.")  # type: ignore[arg-type]
