@@ -34,12 +34,13 @@ from yaml.nodes import MappingNode, Node, ScalarNode
 
 from workbench.atomic import write_text_atomic
 from workbench.config import (
-    YAML_VALUE_ERRORS,
     CONFIG_FILENAME,
     EFFECTS,
+    YAML_VALUE_ERRORS,
     UserSettings,
     WorkbenchConfig,
     config_path,
+    loaded_mapping,
     parse_config,
     read_config_text,
 )
@@ -344,7 +345,7 @@ def _check_only_keys_changed(text: str, updated: str, changes: Mapping[str, str 
     """ConfigError unless ``updated`` means ``text`` with ``changes`` made. The edit is made on the file's
     text, and YAML can give a key its value from elsewhere (a ``<<`` merge): a removed key would stay in
     force, or a new section would override more than the key."""
-    before, after = _plain_yaml(text), _plain_yaml(updated)
+    before, after = loaded_mapping(text), loaded_mapping(updated)
     for key, value in changes.items():
         head, _, tail = key.partition(".")
         section = after.get(head) if tail else after
@@ -361,14 +362,6 @@ def _check_only_keys_changed(text: str, updated: str, changes: Mapping[str, str 
     if before != after:
         raise ConfigError(f"{source}: the edit would change other settings (the file gives them values from "
                           "elsewhere, e.g. a YAML merge key '<<'); set them by hand")
-
-
-def _plain_yaml(text: str) -> dict[str, Any]:
-    """What ``text`` loads to, its sections copied (``_check_only_keys_changed`` takes keys out)."""
-    data = yaml.safe_load(text) if text.strip() else None
-    if not isinstance(data, dict):
-        return {}
-    return {k: dict(v) if isinstance(v, dict) else v for k, v in data.items()}
 
 
 def save_user_values(settings: UserSettings, changes: Mapping[str, str | None]) -> UserSettings:

@@ -14,6 +14,7 @@ from workbench.config.reader import (
     _valid_mount_point,
     config_path,
     load_config,
+    loaded_mapping,
     parse_config,
     read_config_text,
 )
@@ -68,14 +69,14 @@ from workbench.config.user import (
 )
 
 __all__ = [
-    "YAML_VALUE_ERRORS",
     "ACTIONS", "ARTIFACT_STRATEGIES", "BUDGET_FIELDS", "BUDGET_SCOPES", "CONFIG_FILENAME", "DEDUPE_MATCH_BY",
-    "DEFAULT_STEP_LIMIT", "EFFECTS", "MAX_CONFIG_BYTES", "MAX_RECENT_WORKSPACES", "MOUNT_KINDS", "SETTINGS_FILENAME", "Action",
+    "DEFAULT_STEP_LIMIT", "EFFECTS", "MAX_CONFIG_BYTES", "MAX_RECENT_WORKSPACES", "MOUNT_KINDS", "SETTINGS_FILENAME",
+    "YAML_VALUE_ERRORS", "Action",
     "ArtifactStrategy", "ArtifactsConfig", "BudgetConfig", "BudgetScope", "CompressionConfig", "DedupeConfig", "DropConfig",
     "Effect", "ExecuteConfig", "McpServerConfig", "MemoryConfig", "MountConfig", "MountKind", "PermissionRule", "PermissionsConfig", "SkillsConfig",
     "SubagentConfig", "SubagentsConfig", "SummarizeConfig", "TodosConfig", "TruncateConfig", "UserSettings",
     "WorkbenchConfig", "_Reader", "_valid_mount_point", "add_recent_workspace", "config_path", "default_mounts",
-    "default_permission_rules", "load_config", "load_user_settings", "parse_config", "private_dir",
+    "default_permission_rules", "load_config", "load_user_settings", "loaded_mapping", "parse_config", "private_dir",
     "read_config_text", "save_user_settings", "user_config_dir", "user_data_dir", "user_settings_path",
     "with_step_budget",
 ]

@@ -60,6 +60,13 @@ MAX_CONFIG_BYTES = 1024 * 1024
 YAML_VALUE_ERRORS = (ValueError, KeyError, TypeError, OverflowError)
 
 
+def loaded_mapping(text: str) -> dict[str, Any]:
+    """What a YAML ``text`` loads to when that is a mapping, its sections copied (else {}): what the
+    targeted edits of a workbench.yaml compare before and after (a rule added, a setting changed)."""
+    data = yaml.safe_load(text) if text.strip() else None
+    return {k: dict(v) if isinstance(v, dict) else v for k, v in data.items()} if isinstance(data, dict) else {}
+
+
 def config_path(workspace: Path | str) -> Path:
     """Where a workspace's workbench.yaml lives."""
     return Path(workspace) / CONFIG_FILENAME

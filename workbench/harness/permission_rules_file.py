@@ -14,7 +14,7 @@ import yaml
 from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 
 from workbench.atomic import write_text_atomic
-from workbench.config import CONFIG_FILENAME, PermissionRule, default_permission_rules, parse_config
+from workbench.config import CONFIG_FILENAME, PermissionRule, default_permission_rules, loaded_mapping, parse_config
 from workbench.errors import ConfigError
 
 __all__ = ["append_rules_to_config", "with_rules_added"]
@@ -121,11 +121,7 @@ def _check_only_rules_added(text: str, updated: str, new: Sequence[PermissionRul
     """ConfigError unless ``updated`` means what ``text`` meant with ``new`` after its rules: the edit is
     made on the file's text, and YAML can give a key its value from elsewhere (a ``<<`` merge), where a
     new ``permissions`` block would override it — dropping the person's rules and default."""
-    def loaded(t: str) -> dict:
-        data = yaml.safe_load(t) if t.strip() else None
-        return data if isinstance(data, dict) else {}
-
-    before, after = loaded(text), loaded(updated)
+    before, after = loaded_mapping(text), loaded_mapping(updated)
     perms_before = before.get("permissions") if isinstance(before.get("permissions"), dict) else {}
     perms_after = after.get("permissions") if isinstance(after.get("permissions"), dict) else {}
     if seed or perms_before.get("rules") is not None:  # what the rules were: the defaults, when seeded
