@@ -10,7 +10,6 @@ answering in either place is the same call.
 from __future__ import annotations
 
 import functools
-
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field

@@ -108,7 +108,6 @@ class _Decider:
                                                          "what is left of the budget"}
             return self._ask_tool(q) if self.interactive else None
         if q.kind == "tool_approval":
-            tool = str(q.payload.get("tool") or "")
             if self.approve == "all":
                 return {"decision": "approve"}
             if self.approve == "none":

@@ -28,8 +28,9 @@ def expect(model_name: str, lookup: concurrent.futures.Future[Any]) -> None:
 
 async def settled(model_name: str, timeout: float = 120.0, stopped: Callable[[], bool] | None = None) -> None:
     """Wait for a look-up of ``model_name`` in flight, if any (a failed one, or one already waited for in
-    vain, is not waited for again), up to ``timeout`` seconds, or until ``stopped()`` says the run is stopping (R6: a stop at any moment ends
-    the run; a host that never answers kept Ctrl-C waiting here, a review found)."""
+    vain, is not waited for again), up to ``timeout`` seconds, or until ``stopped()`` says the run is
+    stopping (R6: a stop at any moment ends the run; a host that never answers kept Ctrl-C waiting here,
+    a review found)."""
     lookup = _pending.get(model_name)
     if lookup is None or lookup.done():
         return

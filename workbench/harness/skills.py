@@ -20,10 +20,10 @@ from typing import Any
 
 import yaml
 
-from workbench.config import YAML_VALUE_ERRORS
 from workbench.backends.base import AccessDenied, BackendRefusal, FileNotFound, NotTextFile, PathError, join, looks_binary
 from workbench.backends.guard import PathGuard, guarding
 from workbench.backends.host import OUTSIDE_REASON, noting_links_outside
+from workbench.config import YAML_VALUE_ERRORS
 from workbench.engine.messages import ToolCall
 from workbench.engine.middleware import AgentMiddleware, CallTool, HookContext, Section, ToolContext
 from workbench.engine.tokens import estimate_tokens

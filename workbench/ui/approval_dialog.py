@@ -92,9 +92,6 @@ class _Bounded(QScrollArea):
         return QSize(0, min(self.sizeHint().height(), self.widget().fontMetrics().lineSpacing() * 2))
 
 
-def _bounded(label: QLabel, lines: int, parent: QWidget) -> QScrollArea:
-    return _Bounded(label, lines, parent)
-
 STOP_RUN = "stop-run"
 """What ``decision_dialogs.ask_decisions`` returns when the person chose "Stop this run" (G12)."""
 STOP_CODE = 2
@@ -172,19 +169,19 @@ class ApprovalDialog(QDialog, CallView, AlwaysRules):
         self.tool_label = rich_label()  # our markup; the tool and path escaped (approval_call_view)
         self.tool_label.setObjectName("approval_tool")
         self.tool_label.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
-        lay.addWidget(_bounded(self.tool_label, 2, self))
+        lay.addWidget(_Bounded(self.tool_label, 2, self))
         self.reason_label = plain_label()
         self.reason_label.setObjectName("approval_reason")
         self.reason_label.setWordWrap(True)
         self.reason_label.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
         self.reason_label.setProperty("role", "muted")  # the theme's secondary text colour
-        lay.addWidget(_bounded(self.reason_label, 4, self))
+        lay.addWidget(_Bounded(self.reason_label, 4, self))
         # E2, E5: a command's line, folder and whether a sandbox holds it, in words (G14: not by colour).
         self.command_label = rich_label()  # our markup; command, folder and sandbox escaped (approval_call_view)
         self.command_label.setObjectName("approval_command")
         self.command_label.setWordWrap(True)
         self.command_label.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
-        self.command_box = _bounded(self.command_label, 10, self)
+        self.command_box = _Bounded(self.command_label, 10, self)
         self.command_box.hide()
         lay.addWidget(self.command_box)
 

@@ -43,7 +43,7 @@ from workbench.ui.plain_text import plain_label, plain_tooltip, visible_json, vi
 if TYPE_CHECKING:
     from workbench.decisions import PendingDecision
 
-_ID_ROLE = Qt.ItemDataRole.UserRole
+_KEY_ROLE = Qt.ItemDataRole.UserRole
 _DRAFT_WORDS = {"approve": "approved", "edit": "edited", "reject": "rejected", "respond": "answered"}
 
 
@@ -197,7 +197,7 @@ class DecisionsPanel(QWidget):
                 # one line each, nothing hidden (plain_text.visible_line): the model's and the thread's text
                 row = QTreeWidgetItem([visible_line(self._what(item)), visible_line(self._source(item)),
                                        format_age(item.age())])
-                row.setData(0, _ID_ROLE, item.key)  # not the id: two threads' calls may share one
+                row.setData(0, _KEY_ROLE, item.key)  # not the id: two threads' calls may share one
                 row.setToolTip(0, plain_tooltip(visible_line(item.summary())))  # Q1: the model's command
                 if item.source == "task":
                     row.setToolTip(1, plain_tooltip(f"Background task {item.task_id} of the sub-agent {item.agent} "
@@ -264,7 +264,7 @@ class DecisionsPanel(QWidget):
         row = self.tree.currentItem()
         if row is None:
             return None
-        key = row.data(0, _ID_ROLE)
+        key = row.data(0, _KEY_ROLE)
         return next((i for i in self.items if i.key == key), None)
 
     def select(self, question_id: str) -> None:
