@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import json
 import signal
+import subprocess
 import time
 import uuid
 from pathlib import Path
@@ -46,14 +47,11 @@ def _command(shell: str, kid: str) -> str:
             f"sleep 60; echo end >> log.txt")
 
 
-@pytest.mark.parametrize("settled_by", ["resume", "a new turn"])
-def test_E4_R9_after_kill_9_mid_command_nothing_of_the_command_outlives_its_recovery(tmp_path, env, stub_server: StubServer,
-                                                                                     settled_by: str):
-    shell, kid = f"wb-shell-{uuid.uuid4().hex[:8]}", f"wb-kid-{uuid.uuid4().hex[:8]}"
-    env = {**env, "WORKBENCH_SANDBOX": "off"}
-    ws = make_workspace(tmp_path, stub_server.url, "permissions: {default: allow}\n")
-    stub_server.script(StubReply(tool_calls=[("execute", {"command": _command(shell, kid)}, "x1")], usage=(50, 10)),
-                       StubReply(text="told", usage=(60, 5)))
+def _kill_9_mid_command_then_settle(ws: Path, env: dict[str, str], shell: str, kid: str,
+                                   settled_by: str) -> subprocess.CompletedProcess[str]:
+    """``workbench run`` until its command (``_command``) runs, then ``kill -9``: the shell dies with it and
+    what it started runs on; then the cut-off call is settled (``resume`` or a new turn), which must leave
+    nothing of the command running or changing the workspace. Returns the settling command."""
     with running(["run", "--json", "go"], ws, env) as proc:
         assert proc.stdout is not None
         thread = json.loads(proc.stdout.readline())["thread"]
@@ -71,12 +69,24 @@ def test_E4_R9_after_kill_9_mid_command_nothing_of_the_command_outlives_its_reco
     else:
         done = cli(["run", "--thread", thread, "--json", "next"], ws, env)
     assert done.returncode == 0, done.stderr
-    assert check_stream(done.stdout)[-1]["status"] == "done"
     assert alive(kid) == []  # R9: settled, not run again — and nothing of it left running (E4)
     ticks = (ws / "ticks.txt").read_text()
     time.sleep(0.5)
     assert (ws / "ticks.txt").read_text() == ticks  # nothing changes the workspace any more
     assert (ws / "log.txt").read_text() == "start\n"
+    return done
+
+
+@pytest.mark.parametrize("settled_by", ["resume", "a new turn"])
+def test_E4_R9_after_kill_9_mid_command_nothing_of_the_command_outlives_its_recovery(tmp_path, env, stub_server: StubServer,
+                                                                                     settled_by: str):
+    shell, kid = f"wb-shell-{uuid.uuid4().hex[:8]}", f"wb-kid-{uuid.uuid4().hex[:8]}"
+    env = {**env, "WORKBENCH_SANDBOX": "off"}
+    ws = make_workspace(tmp_path, stub_server.url, "permissions: {default: allow}\n")
+    stub_server.script(StubReply(tool_calls=[("execute", {"command": _command(shell, kid)}, "x1")], usage=(50, 10)),
+                       StubReply(text="told", usage=(60, 5)))
+    done = _kill_9_mid_command_then_settle(ws, env, shell, kid, settled_by)
+    assert check_stream(done.stdout)[-1]["status"] == "done"
     told = [m for m in stub_server.requests[-1]["messages"] if m["role"] == "tool"]
     assert len(told) == 1 and "may or may not have taken effect" in told[0]["content"]
 
@@ -96,24 +106,7 @@ def test_E4_D5_after_kill_9_mid_a_sub_agents_command_nothing_of_it_outlives_the_
                                                usage=(40, 10)), StubReply(text="told", usage=(40, 10)))
     stub_server.script_for("researcher", StubReply(tool_calls=[("execute", {"command": _command(shell, kid)}, "x1")],
                                                    usage=(30, 5)))
-    with running(["run", "--json", "go"], ws, env) as proc:
-        assert proc.stdout is not None
-        thread = json.loads(proc.stdout.readline())["thread"]
-        _wait(lambda: len(alive(kid, named=True)) == 3 and (ws / "ticks.txt").exists(), 60, "the command's processes")
-        proc.send_signal(signal.SIGKILL)
-        _communicate(proc, 30)
-    _wait(lambda: not alive(shell), 5, "the shell to die with the workbench")
-    assert len(alive(kid, named=True)) == 3
-    if settled_by == "resume":
-        done = cli(["resume", "--thread", thread, "--json"], ws, env)
-    else:
-        done = cli(["run", "--thread", thread, "--json", "next"], ws, env)
-    assert done.returncode == 0, done.stderr
-    assert alive(kid) == []
-    ticks = (ws / "ticks.txt").read_text()
-    time.sleep(0.5)
-    assert (ws / "ticks.txt").read_text() == ticks
-    assert (ws / "log.txt").read_text() == "start\n"
+    _kill_9_mid_command_then_settle(ws, env, shell, kid, settled_by)
 
 
 def test_E4_sighup_mid_command_stops_the_run_like_ctrl_c_and_leaves_no_process(tmp_path, env, stub_server):
